@@ -1,0 +1,209 @@
+"""The module-store bundle on disk: write it, read it, and assemble one route's dense weights.
+
+Numpy only: the server imports this without torch.
+
+    bundle/
+      manifest.json                    (model_export.manifest.Manifest)
+      tokenizer/spm.model
+      modules/shared.safetensors
+      modules/src/<lang>.safetensors   (only when some weights are source-indexed)
+      modules/tgt/<lang>.safetensors   (target-indexed weights, target vocabulary ids)
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from pydantic import ValidationError
+from safetensors.numpy import load_file, save_file
+
+from .manifest import Architecture, Fusion, Index, Manifest, VocabSlice
+from .tags import tag_source
+
+Weights = dict[str, np.ndarray]
+EMBEDDING = "embed_tokens.weight"
+DECODER_EMBEDDING = "decoder.embed_tokens.weight"
+OUTPUT_PROJECTION = "decoder.output_projection.weight"
+
+
+class BundleError(Exception):
+    """A bundle (or one of its modules) is missing, corrupt or inconsistent."""
+
+
+@dataclass
+class DenseModel:
+    """One route's plain Transformer: what an engine is built from."""
+
+    architecture: Architecture
+    weights: Weights
+    source_vocab: list[str]
+    target_vocab: list[str]
+    modules: list[str] = field(default_factory=list)  # the modules it was assembled from
+
+
+def module_name(index: Index, lang: str | None = None) -> str:
+    return "shared" if index == "shared" else f"{index}/{lang}"
+
+
+def module_path(root: Path, name: str) -> Path:
+    return root / "modules" / f"{name}.safetensors"
+
+
+def write_bundle(
+    out: Path, manifest: Manifest, modules: dict[str, Weights], tokenizer_model: Path
+) -> None:
+    """Write a bundle; ``modules`` maps module names (``shared``, ``src/de``...) to weights."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "tokenizer").mkdir(exist_ok=True)
+    shutil.copyfile(tokenizer_model, out / manifest.tokenizer.path)
+    for name, weights in modules.items():
+        path = module_path(out, name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        save_file({k: np.ascontiguousarray(v) for k, v in weights.items()}, str(path))
+    (out / "manifest.json").write_text(manifest.model_dump_json(indent=2) + "\n")
+
+
+class Bundle:
+    def __init__(self, path: Path, manifest: Manifest, pieces: list[str]):
+        self.path = path
+        self.manifest = manifest
+        self.name = manifest.name
+        self.pieces = pieces  # tokenizer pieces in id order = the full vocabulary
+        self._indices = manifest.indices_used()
+
+    @property
+    def routes(self) -> list[tuple[str, str]]:
+        return [tuple(r) for r in self.manifest.routes]
+
+    @property
+    def tokenizer_path(self) -> Path:
+        return self.path / self.manifest.tokenizer.path
+
+    @property
+    def max_source_positions(self) -> int:
+        return self.manifest.architecture.max_positions
+
+    def check_route(self, src: str, tgt: str) -> None:
+        if (src, tgt) not in self.routes:
+            raise BundleError(f"route {src}->{tgt} is not offered by bundle {self.name}")
+
+    def modules_for(self, src: str, tgt: str) -> list[str]:
+        """The modules a route reads, in a fixed order."""
+        names = [module_name("shared")]
+        if "src" in self._indices:
+            names.append(module_name("src", src))
+        if "tgt" in self._indices:
+            names.append(module_name("tgt", tgt))
+        return names
+
+    def engine_key(self, src: str, tgt: str) -> str:
+        """Routes with equal keys read the same modules, so they share one engine."""
+        return f"{self.name}:" + "+".join(self.modules_for(src, tgt))
+
+    def source_pieces(self, pieces: list[str], src: str, tgt: str) -> list[str]:
+        return tag_source(self.manifest.tag_scheme, pieces, src, tgt)
+
+    def read_module(self, name: str) -> Weights:
+        path = module_path(self.path, name)
+        try:
+            return load_file(str(path))
+        except FileNotFoundError as exc:
+            raise BundleError(f"module {name} missing: {path}") from exc
+        except Exception as exc:  # safetensors raises several types for corrupt files
+            raise BundleError(f"module {name} unreadable ({path}): {exc}") from exc
+
+    def assemble(self, src: str, tgt: str) -> DenseModel:
+        """Dense float32 weights for one route: select the route's modules, apply fusions."""
+        self.check_route(src, tgt)
+        names = self.modules_for(src, tgt)
+        weights: Weights = {}
+        extras: dict[str, Weights] = {}
+        for name in names:
+            index: Index = "shared" if name == "shared" else name.split("/")[0]  # type: ignore[assignment]
+            for key, value in self.read_module(name).items():
+                if self.manifest.group_of(key).index != index:
+                    # Not a dense weight of this module's groups: an input to a fusion rule.
+                    extras.setdefault(index, {})[key] = value
+                    continue
+                weights[key] = value.astype(np.float32, copy=False)
+        dense = DenseModel(
+            architecture=self.manifest.architecture,
+            weights=weights,
+            source_vocab=list(self.pieces),
+            target_vocab=list(self.pieces),
+            modules=names,
+        )
+        _tie_embeddings(dense)
+        for fusion in self.manifest.fusions:
+            FUSION_RULES[fusion.rule](dense, fusion, extras)
+        _check_complete(dense)
+        return dense
+
+
+def _tie_embeddings(dense: DenseModel) -> None:
+    if EMBEDDING not in dense.weights:
+        raise BundleError(f"shared module lacks {EMBEDDING}")
+    dense.weights.setdefault(DECODER_EMBEDDING, dense.weights[EMBEDDING])
+    dense.weights.setdefault(OUTPUT_PROJECTION, dense.weights[EMBEDDING])
+
+
+def _vocab_slice(dense: DenseModel, rule: Fusion, extras: dict[str, Weights]) -> None:
+    assert isinstance(rule, VocabSlice)
+    ids = extras.get("tgt", {}).get(rule.ids)
+    if ids is None:
+        raise BundleError(f"target module lacks {rule.ids}")
+    ids = ids.astype(np.int64)
+    if ids.min() < 0 or ids.max() >= len(dense.source_vocab):
+        raise BundleError("target vocabulary ids out of range")
+    rows = dense.weights[EMBEDDING][ids]
+    dense.weights[DECODER_EMBEDDING] = rows
+    dense.weights[OUTPUT_PROJECTION] = rows
+    dense.target_vocab = [dense.source_vocab[i] for i in ids]
+
+
+# Each method adds one rule here (and a parity test), not a new pipeline.
+FUSION_RULES: dict[str, Callable[[DenseModel, Fusion, dict[str, Weights]], None]] = {
+    "vocab_slice": _vocab_slice,
+}
+
+
+def _check_complete(dense: DenseModel) -> None:
+    a = dense.architecture
+    needed = [f"encoder.layers.{i}.ffn.fc1.weight" for i in range(a.encoder_layers)]
+    needed += [f"decoder.layers.{i}.cross_attn.q_proj.weight" for i in range(a.decoder_layers)]
+    missing = [n for n in needed if n not in dense.weights]
+    if missing:
+        raise BundleError(f"assembled route lacks weights, e.g. {missing[:3]}")
+
+
+def _read_pieces(model_path: Path) -> list[str]:
+    import sentencepiece as spm
+
+    try:
+        sp = spm.SentencePieceProcessor(model_file=str(model_path))
+    except (OSError, RuntimeError) as exc:
+        raise BundleError(f"tokenizer unreadable: {model_path}: {exc}") from exc
+    return [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
+
+
+def load_bundle(path: str | Path) -> Bundle:
+    """Read and validate a bundle's manifest and tokenizer; modules are read lazily."""
+    root = Path(path)
+    manifest_path = root / "manifest.json"
+    if not manifest_path.is_file():
+        raise BundleError(f"no manifest.json in {root}")
+    try:
+        manifest = Manifest.model_validate(json.loads(manifest_path.read_text()))
+    except (ValueError, ValidationError) as exc:
+        raise BundleError(f"invalid manifest {manifest_path}: {exc}") from exc
+    pieces = _read_pieces(root / manifest.tokenizer.path)
+    if len(pieces) != manifest.tokenizer.vocab_size:
+        raise BundleError(
+            f"tokenizer has {len(pieces)} pieces, manifest says {manifest.tokenizer.vocab_size}"
+        )
+    return Bundle(root, manifest, pieces)

@@ -1,0 +1,126 @@
+"""Dense route weights -> CTranslate2 Transformer model, on disk or straight into memory."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import ctranslate2
+import numpy as np
+from ctranslate2.specs import common_spec, transformer_spec
+
+from .bundle import DECODER_EMBEDDING, EMBEDDING, OUTPUT_PROJECTION, DenseModel
+from .positions import sinusoid_table
+
+ACTIVATIONS = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU}
+# Quantizations a saved model may carry; others (e.g. "auto") are chosen at load time.
+SAVE_QUANTIZATIONS = {"int8", "int8_float16", "int8_float32", "int8_bfloat16", "int16",
+                      "float16", "bfloat16", "float32"}
+
+
+def _linear(spec, w: dict[str, np.ndarray], prefix: str) -> None:
+    spec.weight = w[f"{prefix}.weight"]
+    spec.bias = w[f"{prefix}.bias"]
+
+
+def _fused_linear(spec, w: dict[str, np.ndarray], prefixes: list[str]) -> None:
+    spec.weight = np.concatenate([w[f"{p}.weight"] for p in prefixes])
+    spec.bias = np.concatenate([w[f"{p}.bias"] for p in prefixes])
+
+
+def _norm(spec, w: dict[str, np.ndarray], prefix: str) -> None:
+    spec.gamma = w[f"{prefix}.weight"]
+    spec.beta = w[f"{prefix}.bias"]
+
+
+def _attention(spec, w: dict[str, np.ndarray], p: str, cross: bool) -> None:
+    """CT2 self-attention: linear[0] = q|k|v; cross-attention: linear[0] = q, linear[1] = k|v."""
+    if cross:
+        _linear(spec.linear[0], w, f"{p}.q_proj")
+        _fused_linear(spec.linear[1], w, [f"{p}.k_proj", f"{p}.v_proj"])
+    else:
+        _fused_linear(spec.linear[0], w, [f"{p}.q_proj", f"{p}.k_proj", f"{p}.v_proj"])
+    _linear(spec.linear[-1], w, f"{p}.out_proj")
+    _norm(spec.layer_norm, w, f"{p}.norm")
+
+
+def _ffn(spec, w: dict[str, np.ndarray], p: str) -> None:
+    _linear(spec.linear_0, w, f"{p}.fc1")
+    _linear(spec.linear_1, w, f"{p}.fc2")
+    _norm(spec.layer_norm, w, f"{p}.norm")
+
+
+def build_spec(dense: DenseModel) -> transformer_spec.TransformerSpec:
+    a, w = dense.architecture, dense.weights
+    spec = transformer_spec.TransformerSpec.from_config(
+        (a.encoder_layers, a.decoder_layers),
+        a.heads,
+        pre_norm=a.pre_norm,
+        activation=ACTIVATIONS[a.activation],
+    )
+    positions = sinusoid_table(a.max_positions, a.d_model)
+    enc, dec = spec.encoder, spec.decoder
+    enc.embeddings[0].weight = w[EMBEDDING]
+    enc.position_encodings.encodings = positions
+    for i, layer in enumerate(enc.layer):
+        _attention(layer.self_attention, w, f"encoder.layers.{i}.self_attn", cross=False)
+        _ffn(layer.ffn, w, f"encoder.layers.{i}.ffn")
+    dec.embeddings.weight = w[DECODER_EMBEDDING]
+    dec.position_encodings.encodings = positions
+    dec.projection.weight = w[OUTPUT_PROJECTION]
+    for i, layer in enumerate(dec.layer):
+        _attention(layer.self_attention, w, f"decoder.layers.{i}.self_attn", cross=False)
+        _attention(layer.attention, w, f"decoder.layers.{i}.cross_attn", cross=True)
+        _ffn(layer.ffn, w, f"decoder.layers.{i}.ffn")
+    if a.pre_norm:
+        _norm(enc.layer_norm, w, "encoder.final_norm")
+        _norm(dec.layer_norm, w, "decoder.final_norm")
+    spec.config.layer_norm_epsilon = a.layer_norm_eps
+    spec.register_source_vocabulary(dense.source_vocab)
+    spec.register_target_vocabulary(dense.target_vocab)
+    spec.validate()
+    return spec
+
+
+def save_engine(dense: DenseModel, out_dir: str | Path, quantization: str | None = "int8") -> Path:
+    """Write a ready CTranslate2 model directory (``ctranslate2.Translator(out_dir)``)."""
+    spec = build_spec(dense)
+    if quantization is not None:
+        if quantization not in SAVE_QUANTIZATIONS:
+            raise ValueError(f"quantization {quantization!r} not in {sorted(SAVE_QUANTIZATIONS)}")
+        spec.optimize(quantization=quantization)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    spec.save(str(out))
+    return out
+
+
+def engine_files(dense: DenseModel, quantization: str | None = "int8") -> dict[str, bytes]:
+    """The files of a CTranslate2 model directory, as bytes (for ``Translator(files=...)``)."""
+    with tempfile.TemporaryDirectory(prefix="lsmt-engine-") as tmp:
+        out = save_engine(dense, tmp, quantization)
+        return {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+
+
+def load_translator(
+    dense: DenseModel,
+    device: str = "cpu",
+    device_index: int = 0,
+    compute_type: str = "int8",
+    inter_threads: int = 1,
+    intra_threads: int = 1,
+    name: str = "lsmt-engine",
+) -> tuple[ctranslate2.Translator, int]:
+    """Build a translator in memory; returns it and the size of its weights in bytes."""
+    quantization = compute_type if compute_type in SAVE_QUANTIZATIONS else None
+    files = engine_files(dense, quantization)
+    translator = ctranslate2.Translator(
+        name,
+        device=device,
+        device_index=device_index,
+        compute_type=compute_type,
+        inter_threads=inter_threads,
+        intra_threads=intra_threads,
+        files=files,
+    )
+    return translator, len(files["model.bin"])

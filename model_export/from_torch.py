@@ -1,0 +1,108 @@
+"""Split a trained PyTorch model into the bundle's per-language modules (needs torch)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .bundle import Weights, module_name, write_bundle
+from .manifest import Architecture, Manifest, TargetVocab, TokenizerInfo, VocabSlice, WeightGroup
+
+STORE_DTYPES = {"float32": np.float32, "float16": np.float16}
+
+
+def architecture_of(cfg: Any) -> Architecture:
+    return Architecture(
+        d_model=cfg.d_model,
+        heads=cfg.heads,
+        ffn_dim=cfg.ffn_dim,
+        activation=cfg.activation,
+        pre_norm=cfg.pre_norm,
+        layer_norm_eps=cfg.layer_norm_eps,
+        encoder_layers=cfg.encoder_layers,
+        decoder_layers=cfg.decoder_layers,
+        max_positions=cfg.max_positions,
+    )
+
+
+def split_modules(
+    model: Any, languages: list[str], store_dtype: str = "float16"
+) -> tuple[list[WeightGroup], dict[str, Weights]]:
+    """Weight groups and module contents, keyed by dense (route-independent) names.
+
+    A parameter ``P.by_lang.<lang>.rest`` of a LanguageSpecific module at ``P`` goes to the
+    module ``<index>/<lang>`` under the dense name ``P.rest``.
+    """
+    from training.model import LanguageSpecific
+
+    dtype = STORE_DTYPES[store_dtype]
+    groups = [WeightGroup(prefix="", index="shared")]
+    modules: dict[str, Weights] = {"shared": {}}
+    for path, module in model.named_modules():
+        if isinstance(module, LanguageSpecific):
+            groups.append(WeightGroup(prefix=path, index=module.index))
+    for name, param in model.named_parameters():
+        value = param.detach().cpu().float().numpy().astype(dtype)
+        if ".by_lang." not in name:
+            modules["shared"][name] = value
+            continue
+        prefix, rest = name.split(".by_lang.", 1)
+        lang, rest = rest.split(".", 1)
+        if lang not in languages:
+            continue
+        index = model.get_submodule(prefix).index
+        modules.setdefault(module_name(index, lang), {})[f"{prefix}.{rest}"] = value
+    return groups, modules
+
+
+def export_bundle(
+    model: Any,
+    out: Path,
+    *,
+    name: str,
+    tokenizer_model: Path,
+    routes: list[tuple[str, str]],
+    languages: list[str] | None = None,
+    store_dtype: str = "float16",
+    target_vocab: dict[str, list[int]] | None = None,
+    target_vocab_rule: tuple[int, int] | None = None,
+    provenance: dict[str, Any] | None = None,
+) -> Manifest:
+    """Write ``model`` as a bundle serving ``routes``.
+
+    ``target_vocab`` maps each target language to the token ids it keeps (test-time vocabulary
+    filtering); ``target_vocab_rule`` records the (min_count, max_size) that chose them.
+    """
+    languages = sorted(languages or {lang for route in routes for lang in route})
+    routes = [r for r in routes if r[0] in languages and r[1] in languages]
+    groups, modules = split_modules(model, languages, store_dtype)
+    fusions = []
+    vocab_info = None
+    if target_vocab is not None:
+        fusions.append(VocabSlice())
+        for lang in languages:
+            ids = np.asarray(sorted(set(target_vocab[lang])), dtype=np.int32)
+            modules.setdefault(module_name("tgt", lang), {})[VocabSlice().ids] = ids
+        min_count, max_size = target_vocab_rule or (0, 0)
+        vocab_info = TargetVocab(
+            min_count=min_count,
+            max_size=max_size,
+            sizes={lang: len(set(target_vocab[lang])) for lang in languages},
+        )
+    manifest = Manifest(
+        name=name,
+        languages=languages,
+        routes=routes,
+        architecture=architecture_of(model.cfg),
+        tag_scheme=model.cfg.tag_scheme,
+        tokenizer=TokenizerInfo(vocab_size=model.vocab_size),
+        store_dtype=store_dtype,
+        weight_groups=groups,
+        fusions=fusions,
+        target_vocab=vocab_info,
+        provenance=provenance or {},
+    )
+    write_bundle(out, manifest, modules, tokenizer_model)
+    return manifest

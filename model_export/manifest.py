@@ -1,0 +1,112 @@
+"""The bundle manifest: the versioned contract between the exporter and the server."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from .tags import TagScheme
+
+FORMAT_VERSION = 1
+Index = Literal["shared", "src", "tgt"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Architecture(_Strict):
+    """What a dense engine for one route looks like."""
+
+    d_model: int
+    heads: int
+    ffn_dim: int
+    activation: Literal["relu", "gelu"]
+    pre_norm: bool
+    layer_norm_eps: float
+    encoder_layers: int
+    decoder_layers: int
+    max_positions: int
+    positions: Literal["sinusoid"] = "sinusoid"
+    embeddings: Literal["tied"] = "tied"  # source, target and output share one matrix
+
+
+class WeightGroup(_Strict):
+    """Every dense weight whose name starts with ``prefix`` is stored in the ``index`` module.
+
+    ``select`` fusion: the route's language module provides the weights as they are. Longest
+    prefix wins, so ``encoder.layers.2.ffn`` (src) overrides ``encoder`` (shared).
+    """
+
+    prefix: str
+    index: Index
+    fusion: Literal["select"] = "select"
+
+
+class VocabSlice(_Strict):
+    """Per-target vocabulary filtering (Shallow paper): keep only the target language's rows.
+
+    ``ids`` is a tensor of the ``tgt`` module; the decoder embedding and the output projection
+    become the rows of the tied embedding at those ids, and the engine's target vocabulary the
+    matching pieces.
+    """
+
+    rule: Literal["vocab_slice"] = "vocab_slice"
+    ids: str = "target_vocab.ids"
+
+
+Fusion = Annotated[VocabSlice, Field(discriminator="rule")]
+
+
+class TargetVocab(_Strict):
+    """How each target language's vocabulary was chosen (frequency >= min_count, top max_size)."""
+
+    min_count: int
+    max_size: int
+    sizes: dict[str, int]
+
+
+class TokenizerInfo(_Strict):
+    path: str = "tokenizer/spm.model"
+    vocab_size: int
+
+
+class Manifest(_Strict):
+    format_version: Literal[1] = FORMAT_VERSION
+    name: str
+    languages: list[str]
+    routes: list[tuple[str, str]]
+    architecture: Architecture
+    tag_scheme: TagScheme
+    tokenizer: TokenizerInfo
+    store_dtype: Literal["float32", "float16"]
+    weight_groups: list[WeightGroup]
+    fusions: list[Fusion] = Field(default_factory=list)
+    target_vocab: TargetVocab | None = None
+    provenance: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _check(self) -> Manifest:
+        langs = set(self.languages)
+        for src, tgt in self.routes:
+            if src not in langs or tgt not in langs or src == tgt:
+                raise ValueError(f"route {src}->{tgt} is not a pair of distinct bundle languages")
+        if not any(g.index == "shared" and g.prefix == "" for g in self.weight_groups):
+            raise ValueError("weight_groups needs a shared group with the empty prefix")
+        return self
+
+    def group_of(self, dense_name: str) -> WeightGroup:
+        """The group storing ``dense_name`` (longest matching prefix)."""
+        matches = [g for g in self.weight_groups if _has_prefix(dense_name, g.prefix)]
+        return max(matches, key=lambda g: len(g.prefix))
+
+    def indices_used(self) -> set[Index]:
+        used: set[Index] = {g.index for g in self.weight_groups}
+        if self.fusions:
+            used.add("tgt")  # every fusion rule so far reads a tgt module
+        return used
+
+
+def _has_prefix(name: str, prefix: str) -> bool:
+    return prefix == "" or name == prefix or name.startswith(prefix + ".")

@@ -1,0 +1,14 @@
+"""The route-aware multilingual Transformer (PyTorch)."""
+
+from .config import LanguageSpecificConfig, ModelConfig
+from .layers import LanguageSpecific, Route
+from .transformer import Seq2SeqTransformer, build_model
+
+__all__ = [
+    "LanguageSpecific",
+    "LanguageSpecificConfig",
+    "ModelConfig",
+    "Route",
+    "Seq2SeqTransformer",
+    "build_model",
+]

@@ -1,0 +1,246 @@
+"""Route-aware encoder-decoder Transformer.
+
+Every forward call takes the batch's :class:`Route`; blocks wrapped in :class:`LanguageSpecific`
+resolve to the route's language copy, so only that copy runs and receives gradients. With the
+route fixed, the model is a plain dense Transformer, which is what the exporter builds.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from model_export.positions import sinusoid_table
+
+from .config import ModelConfig
+from .layers import (
+    AttentionBlock,
+    FeedForwardBlock,
+    Index,
+    KVCache,
+    LanguageSpecific,
+    Route,
+    resolve,
+)
+
+LayerCache = dict[str, KVCache]
+
+
+def _index_of(layer: int, src: list[int], tgt: list[int]) -> Index | None:
+    """Which language indexes 0-based ``layer``, given the recipe's 1-based lists."""
+    if layer + 1 in src:
+        return "src"
+    if layer + 1 in tgt:
+        return "tgt"
+    return None
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, self_attn: nn.Module, ffn: nn.Module):
+        super().__init__()
+        self.self_attn = self_attn
+        self.ffn = ffn
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor, route: Route) -> torch.Tensor:
+        x = resolve(self.self_attn, route)(x, mask=mask)
+        return resolve(self.ffn, route)(x)
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, self_attn: nn.Module, cross_attn: nn.Module, ffn: nn.Module):
+        super().__init__()
+        self.self_attn = self_attn
+        self.cross_attn = cross_attn
+        self.ffn = ffn
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        memory: torch.Tensor,
+        memory_mask: torch.Tensor,
+        self_mask: torch.Tensor | None,
+        route: Route,
+        cache: LayerCache | None = None,
+    ) -> torch.Tensor:
+        x = resolve(self.self_attn, route)(
+            x, mask=self_mask, cache=None if cache is None else cache["self"]
+        )
+        x = resolve(self.cross_attn, route)(
+            x,
+            memory=memory,
+            mask=memory_mask,
+            cache=None if cache is None else cache["cross"],
+            static_kv=True,
+        )
+        return resolve(self.ffn, route)(x)
+
+
+class _Blocks:
+    """Factories for the blocks of one configuration, language-specific where asked."""
+
+    def __init__(self, cfg: ModelConfig, languages: list[str]):
+        self.cfg = cfg
+        self.languages = languages
+
+    def attention(self) -> AttentionBlock:
+        c = self.cfg
+        return AttentionBlock(
+            c.d_model, c.heads, c.pre_norm, c.layer_norm_eps, c.dropout, c.attention_dropout
+        )
+
+    def ffn(self) -> FeedForwardBlock:
+        c = self.cfg
+        return FeedForwardBlock(
+            c.d_model, c.ffn_dim, c.activation, c.pre_norm, c.layer_norm_eps, c.dropout
+        )
+
+    def maybe_specific(self, factory: Callable[[], nn.Module], index: Index | None) -> nn.Module:
+        return factory() if index is None else LanguageSpecific(factory, self.languages, index)
+
+    def layer(self, make_layer: Callable[..., nn.Module], n_attn: int, index: Index | None):
+        """A layer whose whole body, FFN only or attention only is indexed by ``index``."""
+        component = self.cfg.language_specific.component
+        if index is not None and component == "layer":
+            return LanguageSpecific(lambda: self.layer(make_layer, n_attn, None),
+                                    self.languages, index)
+        attn_index = index if component == "attention" else None
+        ffn_index = index if component == "ffn" else None
+        attns = [self.maybe_specific(self.attention, attn_index) for _ in range(n_attn)]
+        return make_layer(*attns, self.maybe_specific(self.ffn, ffn_index))
+
+
+class Encoder(nn.Module):
+    def __init__(self, blocks: _Blocks):
+        super().__init__()
+        cfg, ls = blocks.cfg, blocks.cfg.language_specific
+        self.layers = nn.ModuleList(
+            blocks.layer(EncoderLayer, 1, _index_of(i, ls.encoder_src, ls.encoder_tgt))
+            for i in range(cfg.encoder_layers)
+        )
+        self.final_norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps) if cfg.pre_norm else None
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor, route: Route) -> torch.Tensor:
+        for layer in self.layers:
+            x = resolve(layer, route)(x, mask, route)
+        return x if self.final_norm is None else self.final_norm(x)
+
+
+class Decoder(nn.Module):
+    def __init__(self, blocks: _Blocks, language_specific_layers: bool = True):
+        super().__init__()
+        cfg, ls = blocks.cfg, blocks.cfg.language_specific
+        src, tgt = (ls.decoder_src, ls.decoder_tgt) if language_specific_layers else ([], [])
+        self.layers = nn.ModuleList(
+            blocks.layer(DecoderLayer, 2, _index_of(i, src, tgt))
+            for i in range(cfg.decoder_layers)
+        )
+        self.final_norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps) if cfg.pre_norm else None
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        memory: torch.Tensor,
+        memory_mask: torch.Tensor,
+        self_mask: torch.Tensor | None,
+        route: Route,
+        cache: list[LayerCache] | None = None,
+    ) -> torch.Tensor:
+        for i, layer in enumerate(self.layers):
+            layer_cache = None if cache is None else cache[i]
+            x = resolve(layer, route)(x, memory, memory_mask, self_mask, route, layer_cache)
+        return x if self.final_norm is None else self.final_norm(x)
+
+
+class Seq2SeqTransformer(nn.Module):
+    """Encoder-decoder with tied source/target/output embeddings and route-aware blocks."""
+
+    def __init__(self, cfg: ModelConfig, vocab_size: int, languages: list[str]):
+        super().__init__()
+        self.cfg = cfg
+        self.vocab_size = vocab_size
+        self.languages = sorted(languages)
+        blocks = _Blocks(cfg, self.languages)
+        self.embed_tokens = nn.Embedding(vocab_size, cfg.d_model)
+        nn.init.normal_(self.embed_tokens.weight, std=cfg.d_model**-0.5)
+        self.register_buffer(
+            "positions", torch.from_numpy(sinusoid_table(cfg.max_positions, cfg.d_model)),
+            persistent=False,
+        )
+        self.embed_scale = math.sqrt(cfg.d_model)
+        self.embed_dropout = nn.Dropout(cfg.dropout)
+        self.encoder = Encoder(blocks)
+        if cfg.decoder_sharing == "separate":
+            self.decoder = LanguageSpecific(lambda: Decoder(blocks, False), self.languages, "tgt")
+        else:
+            self.decoder = Decoder(blocks)
+
+    # -- pieces used by training, search and export -------------------------------------------
+    def embed(self, ids: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        t = ids.shape[1]
+        if offset + t > self.cfg.max_positions:
+            raise ValueError(f"sequence of {offset + t} tokens exceeds max_positions "
+                             f"{self.cfg.max_positions}")
+        x = self.embed_tokens(ids) * self.embed_scale + self.positions[offset : offset + t]
+        return self.embed_dropout(x)
+
+    def encode(self, src_ids: torch.Tensor, route: Route, pad_id: int = 0):
+        """Encoder states and the key mask (B, 1, 1, S), True where a token may be attended."""
+        mask = (src_ids != pad_id)[:, None, None, :]
+        return self.encoder(self.embed(src_ids), mask, route), mask
+
+    def decode(
+        self,
+        tgt_in: torch.Tensor,
+        memory: torch.Tensor,
+        memory_mask: torch.Tensor,
+        route: Route,
+        cache: list[LayerCache] | None = None,
+        offset: int = 0,
+    ) -> torch.Tensor:
+        """Logits (B, T, V). With ``cache``, ``tgt_in`` holds only the new tokens at ``offset``."""
+        t = tgt_in.shape[1]
+        self_mask = None
+        if cache is None or t > 1:
+            self_mask = torch.ones(t, offset + t, dtype=torch.bool, device=tgt_in.device).tril(
+                diagonal=offset
+            )
+        h = resolve(self.decoder, route)(
+            self.embed(tgt_in, offset), memory, memory_mask, self_mask, route, cache
+        )
+        return nn.functional.linear(h, self.embed_tokens.weight)
+
+    def new_cache(self) -> list[LayerCache]:
+        return [{"self": {}, "cross": {}} for _ in range(self.cfg.decoder_layers)]
+
+    def forward(self, src_ids: torch.Tensor, tgt_in: torch.Tensor, route: Route) -> torch.Tensor:
+        memory, mask = self.encode(src_ids, route)
+        return self.decode(tgt_in, memory, mask, route)
+
+    # -- parameter accounting -----------------------------------------------------------------
+    def route_parameter_count(self, route: Route) -> int:
+        """Parameters one route actually uses (what a dense model for that route would hold)."""
+        total = 0
+        for name, p in self.named_parameters():
+            lang = _lang_of(name)
+            if lang is None or lang == route.lang(self._index_at(name)):
+                total += p.numel()
+        return total
+
+    def _index_at(self, name: str) -> Index:
+        prefix = name.split(".by_lang.")[0]
+        module = self.get_submodule(prefix)
+        assert isinstance(module, LanguageSpecific)
+        return module.index
+
+
+def _lang_of(param_name: str) -> str | None:
+    if ".by_lang." not in param_name:
+        return None
+    return param_name.split(".by_lang.")[1].split(".")[0]
+
+
+def build_model(cfg: ModelConfig, vocab_size: int, languages: list[str]) -> Seq2SeqTransformer:
+    return Seq2SeqTransformer(cfg, vocab_size, languages)
