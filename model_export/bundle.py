@@ -181,7 +181,7 @@ def _check_complete(dense: DenseModel) -> None:
         raise BundleError(f"assembled route lacks weights, e.g. {missing[:3]}")
 
 
-def _read_pieces(model_path: Path) -> list[str]:
+def read_pieces(model_path: Path) -> list[str]:
     import sentencepiece as spm
 
     try:
@@ -201,7 +201,7 @@ def load_bundle(path: str | Path) -> Bundle:
         manifest = Manifest.model_validate(json.loads(manifest_path.read_text()))
     except (ValueError, ValidationError) as exc:
         raise BundleError(f"invalid manifest {manifest_path}: {exc}") from exc
-    pieces = _read_pieces(root / manifest.tokenizer.path)
+    pieces = read_pieces(root / manifest.tokenizer.path)
     if len(pieces) != manifest.tokenizer.vocab_size:
         raise BundleError(
             f"tokenizer has {len(pieces)} pieces, manifest says {manifest.tokenizer.vocab_size}"

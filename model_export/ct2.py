@@ -14,8 +14,16 @@ from .positions import sinusoid_table
 
 ACTIVATIONS = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU}
 # Quantizations a saved model may carry; others (e.g. "auto") are chosen at load time.
-SAVE_QUANTIZATIONS = {"int8", "int8_float16", "int8_float32", "int8_bfloat16", "int16",
-                      "float16", "bfloat16", "float32"}
+SAVE_QUANTIZATIONS = {
+    "int8",
+    "int8_float16",
+    "int8_float32",
+    "int8_bfloat16",
+    "int16",
+    "float16",
+    "bfloat16",
+    "float32",
+}
 
 
 def _linear(spec, w: dict[str, np.ndarray], prefix: str) -> None:

