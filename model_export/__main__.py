@@ -14,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .storage import STORE_DTYPES, max_error
+
 
 def _routes(text: str | None) -> list[tuple[str, str]] | None:
     if not text:
@@ -41,7 +43,12 @@ def export_main(argv: list[str]) -> int:
     p.add_argument("--which", choices=["best", "last"], default="best")
     p.add_argument("--out", required=True, type=Path)
     p.add_argument("--name", help="bundle name (default: the recipe's name)")
-    p.add_argument("--dtype", choices=["float16", "float32"], default="float16")
+    p.add_argument(
+        "--dtype",
+        choices=list(STORE_DTYPES),
+        default="float16",
+        help="module storage: float16 (default), float32, or int8 with per-row scales",
+    )
     p.add_argument("--languages", help="comma-separated subset of the model's languages")
     p.add_argument("--routes", help="comma-separated SRC-TGT list (default: all trained routes)")
     p.add_argument("--target-vocab-min-count", type=int, help="K: keep pieces seen >= K times")
@@ -110,8 +117,8 @@ def export_main(argv: list[str]) -> int:
     bundle = load_bundle(args.out)
     src, tgt = bundle.routes[0]
     dense = bundle.assemble(src, tgt)
-    tol = 1e-6 if args.dtype == "float32" else 2e-3
     worst = verify_against_model(model, dense, src, tgt)
+    tol = max_error(args.dtype, dense.weights) + 1e-6
     if worst > tol:
         raise SystemExit(f"verification failed: max |diff| {worst:g} > {tol:g} on {src}->{tgt}")
     print_summary(args.out, manifest, dense, worst, time.perf_counter() - t0)
@@ -144,7 +151,7 @@ def print_summary(out: Path, manifest, dense, worst: float, seconds: float) -> N
         "src": out / "modules" / "src",
         "tgt": out / "modules" / "tgt",
     }
-    bytes_per = 4 if manifest.store_dtype == "float32" else 2
+    bytes_per = {"float32": 4, "float16": 2, "int8": 1}[manifest.store_dtype]
     route_params = sum(
         v.size
         for k, v in dense.weights.items()

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 from safetensors.numpy import load_file, save_file
 
 from .manifest import Architecture, Fusion, Index, Manifest, VocabSlice
+from .storage import decode
 from .tags import tag_source
 
 Weights = dict[str, np.ndarray]
@@ -111,7 +112,7 @@ class Bundle:
     def read_module(self, name: str) -> Weights:
         path = module_path(self.path, name)
         try:
-            return load_file(str(path))
+            return decode(load_file(str(path)))
         except FileNotFoundError as exc:
             raise BundleError(f"module {name} missing: {path}") from exc
         except Exception as exc:  # safetensors raises several types for corrupt files
@@ -130,7 +131,7 @@ class Bundle:
                     # Not a dense weight of this module's groups: an input to a fusion rule.
                     extras.setdefault(index, {})[key] = value
                     continue
-                weights[key] = value.astype(np.float32, copy=False)
+                weights[key] = value
         dense = DenseModel(
             architecture=self.manifest.architecture,
             weights=weights,

@@ -9,8 +9,7 @@ import numpy as np
 
 from .bundle import Weights, module_name, write_bundle
 from .manifest import Architecture, Manifest, TargetVocab, TokenizerInfo, VocabSlice, WeightGroup
-
-STORE_DTYPES = {"float32": np.float32, "float16": np.float16}
+from .storage import encode
 
 
 def architecture_of(cfg: Any) -> Architecture:
@@ -37,14 +36,13 @@ def split_modules(
     """
     from training.model import LanguageSpecific
 
-    dtype = STORE_DTYPES[store_dtype]
     groups = [WeightGroup(prefix="", index="shared")]
     modules: dict[str, Weights] = {"shared": {}}
     for path, module in model.named_modules():
         if isinstance(module, LanguageSpecific):
             groups.append(WeightGroup(prefix=path, index=module.index))
     for name, param in model.named_parameters():
-        value = param.detach().cpu().float().numpy().astype(dtype)
+        value = param.detach().cpu().float().numpy()
         if ".by_lang." not in name:
             modules["shared"][name] = value
             continue
@@ -54,7 +52,7 @@ def split_modules(
             continue
         index = model.get_submodule(prefix).index
         modules.setdefault(module_name(index, lang), {})[f"{prefix}.{rest}"] = value
-    return groups, modules
+    return groups, {name: encode(weights, store_dtype) for name, weights in modules.items()}
 
 
 def export_bundle(

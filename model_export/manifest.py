@@ -80,7 +80,7 @@ class Manifest(_Strict):
     architecture: Architecture
     tag_scheme: TagScheme
     tokenizer: TokenizerInfo
-    store_dtype: Literal["float32", "float16"]
+    store_dtype: Literal["float32", "float16", "int8"]
     weight_groups: list[WeightGroup]
     fusions: list[Fusion] = Field(default_factory=list)
     target_vocab: TargetVocab | None = None

@@ -130,3 +130,28 @@ def test_int8_engine_on_disk_is_smaller_and_translates(separate: TinyBundle, tmp
     out = translator.translate_batch([src], beam_size=2, max_decoding_length=48, return_scores=True)
     assert out[0].hypotheses[0]
     assert np.isfinite(out[0].scores[0])
+
+
+@pytest.mark.parametrize("store_dtype", ["float32", "float16", "int8"])
+def test_storage_round_trip_within_its_error_bound(store_dtype):
+    from model_export.storage import decode, encode, max_error
+
+    rng = np.random.default_rng(0)
+    weights = {
+        "w": rng.normal(size=(64, 32)).astype(np.float32),
+        "b": rng.normal(size=(32,)).astype(np.float32),
+        "zero": np.zeros((4, 4), np.float32),
+        "ids": np.arange(10, dtype=np.int32),
+    }
+    stored = encode(weights, store_dtype)
+    if store_dtype == "int8":
+        assert stored["w"].dtype == np.int8 and stored["b"].dtype == np.float16
+    back = decode(stored)
+    assert set(back) == set(weights)
+    np.testing.assert_array_equal(back["ids"], weights["ids"])
+    bound = max_error(store_dtype, {k: v for k, v in weights.items() if k != "ids"})
+    for name in ("w", "b", "zero"):
+        assert back[name].dtype == np.float32
+        assert np.abs(back[name] - weights[name]).max() <= bound + 1e-7
+    if store_dtype == "float32":
+        np.testing.assert_array_equal(back["w"], weights["w"])
