@@ -1,0 +1,117 @@
+"""``python -m server [--host H] [--port P] [BUNDLE_DIR ...]``
+
+Without a bundle directory the default model (``models/default`` under the repository root,
+or ``LSMT_DEFAULT_BUNDLE_DIR``) is served. Settings come from ``LSMT_*`` environment variables;
+the command-line options override them. SIGTERM/SIGINT shut down gracefully: stop accepting
+connections, finish in-flight requests (up to ``LSMT_GRACEFUL_TIMEOUT_S``), then exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+from pathlib import Path
+
+from .settings import Settings
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="python -m server",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("bundles", nargs="*", type=Path, help="bundle directories to serve")
+    p.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0: any free)")
+    p.add_argument("--device", choices=["cpu", "cuda", "auto"], default=None)
+    p.add_argument("--log-level", default=None, help="debug, info, warning, error")
+    return p.parse_args(argv)
+
+
+def build_settings(args: argparse.Namespace) -> Settings:
+    overrides = {}
+    if args.bundles:
+        overrides["bundles"] = args.bundles
+    if args.device:
+        overrides["device"] = args.device
+    if args.log_level:
+        overrides["log_level"] = args.log_level
+    base = Settings()
+    return base.model_copy(update=overrides) if overrides else base
+
+
+def open_bundles(settings: Settings):
+    """Open every bundle or exit with a message saying what is missing or wrong."""
+    from .bundles import load_served_bundle
+
+    dirs = settings.bundle_dirs
+    if not settings.bundles and not settings.default_bundle_dir.is_dir():
+        sys.exit(
+            f"error: no bundle directory given and the default model "
+            f"{settings.default_bundle_dir} does not exist.\n"
+            f"Export a bundle there (see model_export) or run: python -m server BUNDLE_DIR "
+            f"(or set LSMT_BUNDLES / LSMT_DEFAULT_BUNDLE_DIR)."
+        )
+    opened = []
+    for d in dirs:
+        if not d.is_dir():
+            sys.exit(f"error: bundle directory {d} does not exist.")
+        try:
+            opened.append(load_served_bundle(d))
+        except Exception as exc:
+            sys.exit(f"error: bundle {d} is not valid: {exc}")
+    return opened
+
+
+def serve(app, host: str, port: int, settings: Settings, *, sockets=None) -> None:
+    import uvicorn
+
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=settings.log_level.lower(),
+        timeout_graceful_shutdown=settings.graceful_timeout_s,
+        lifespan="on",
+        access_log=False,
+    )
+    server = uvicorn.Server(config)
+    # uvicorn handles SIGTERM/SIGINT itself (stop accepting, drain, lifespan shutdown) and
+    # re-raises the signal afterwards; these handlers turn that into a clean exit status 0.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, _exit_cleanly)
+    server.run(sockets=sockets)
+
+
+def _exit_cleanly(signum, frame) -> None:
+    sys.exit(0)
+
+
+def block_torch() -> None:
+    """Make ``import torch`` fail in this process. ctranslate2.specs (used to build engines in
+    memory) imports torch when it is installed, as it is in a development environment; the
+    server never needs it (int8/float16 conversion is numpy), so it must not pay for it."""
+    if "torch" not in sys.modules:
+        sys.modules["torch"] = None  # type: ignore[assignment]
+
+
+def main(argv: list[str] | None = None) -> None:
+    block_torch()
+    args = parse_args(argv)
+    settings = build_settings(args)
+    logging.basicConfig(
+        level=settings.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    bundles = open_bundles(settings)
+    from .app import create_app
+
+    app = create_app(settings, bundles=bundles)
+    serve(app, args.host, args.port, settings)
+
+
+if __name__ == "__main__":
+    main()

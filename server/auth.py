@@ -1,0 +1,40 @@
+"""Optional API keys (off when ``api_keys`` is empty), compared in constant time.
+
+A key is read from ``Authorization: Bearer <key>``, ``X-API-Key: <key>``, the ``api_key``
+query parameter, or (LibreTranslate endpoints) the ``api_key`` body field.
+Missing key: 401 ``missing_api_key``; wrong key: 403 ``invalid_api_key``.
+"""
+
+from __future__ import annotations
+
+import hmac
+
+from fastapi import Request
+
+from .errors import ApiError
+
+
+def key_from_request(request: Request) -> str | None:
+    auth = request.headers.get("authorization", "")
+    if auth.lower().startswith("bearer "):
+        return auth[7:].strip() or None
+    return request.headers.get("x-api-key") or request.query_params.get("api_key") or None
+
+
+def check_key(keys: list[str], given: str | None) -> None:
+    if not keys:
+        return
+    if not given:
+        raise ApiError(
+            401,
+            "missing_api_key",
+            "An API key is required: send 'Authorization: Bearer <key>', 'X-API-Key: <key>' "
+            "or the api_key field.",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    given_b = given.encode()
+    ok = False
+    for k in keys:  # compare against every key; no early exit
+        ok |= hmac.compare_digest(given_b, k.encode())
+    if not ok:
+        raise ApiError(403, "invalid_api_key", "The API key is not valid.")

@@ -1,0 +1,274 @@
+"""Dynamic batching, one batcher per engine key.
+
+A request becomes a ``Job``: its tokenized sentences for one engine and its decoding options.
+The batcher waits until the oldest job has waited ``batch_wait_ms`` or the waiting sentences
+reach ``max_batch_tokens`` (it does not wait when every request inside the server is already
+in its queue: nobody else could join, so a lone request is not delayed). Then it takes
+sentences in arrival order, from jobs with the same decoding options as the oldest one, up to
+``max_batch_tokens`` source tokens and ``max_batch_size`` sentences, and runs one
+``translate_batch`` in a worker thread (CTranslate2 releases the GIL). Up to
+``inter_threads`` batches of one engine run at once. A large job may be spread over several
+batches; its future resolves when all its sentences are done.
+
+The queue is bounded (``queue_size`` jobs waiting per engine): ``submit`` raises ``QueueFull``
+at once instead of queueing forever. A job whose request timed out is skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from .bundles import ServedBundle
+from .engines import EngineRegistry, EngineUnavailable
+from .metrics import Metrics
+from .settings import Settings
+
+log = logging.getLogger("server.batching")
+
+
+class QueueFull(Exception):
+    pass
+
+
+class ShuttingDown(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class DecodeOptions:
+    beam_size: int
+    num_hypotheses: int
+    max_length: int
+
+
+@dataclass
+class Hypothesis:
+    pieces: list[str]
+    score: float
+
+
+@dataclass(eq=False)
+class Job:
+    sources: list[list[str]]
+    options: DecodeOptions
+    future: asyncio.Future
+    enqueued_at: float = field(default_factory=time.perf_counter)
+    results: list[list[Hypothesis] | None] = field(default_factory=list)
+    next_index: int = 0  # first sentence not yet given to a batch
+    done_count: int = 0
+    started: bool = False
+    cancelled: bool = False
+
+    def __post_init__(self) -> None:
+        self.results = [None] * len(self.sources)
+
+    @property
+    def pending_tokens(self) -> int:
+        return sum(len(s) for s in self.sources[self.next_index :])
+
+
+def run_translate_batch(translator: Any, sources: list[list[str]], opts: DecodeOptions):
+    return translator.translate_batch(
+        sources,
+        beam_size=opts.beam_size,
+        num_hypotheses=opts.num_hypotheses,
+        max_decoding_length=opts.max_length,
+        max_input_length=0,  # the server enforces the position limit itself
+        return_scores=True,
+    )
+
+
+class Batcher:
+    def __init__(
+        self,
+        served: ServedBundle,
+        route: tuple[str, str],
+        registry: EngineRegistry,
+        settings: Settings,
+        metrics: Metrics,
+        executor: ThreadPoolExecutor,
+        requests_in_flight: Callable[[], int] | None = None,
+    ) -> None:
+        self.served = served
+        self.requests_in_flight = requests_in_flight
+        self.route = route
+        self.key = served.engine_key(*route)
+        self.registry = registry
+        self.settings = settings
+        self.metrics = metrics
+        self.executor = executor
+        self.queue: deque[Job] = deque()
+        self._wake = asyncio.Event()
+        self._slots = asyncio.Semaphore(settings.resolved_inter_threads)
+        self._running: set[asyncio.Task] = set()
+        self._task: asyncio.Task | None = None
+        self._closing = False
+        self.batches_run = 0
+        self._depth = metrics.queue_depth.labels(self.key)
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._loop(), name=f"batcher:{self.key}")
+
+    def submit(self, sources: list[list[str]], options: DecodeOptions) -> Job:
+        if self._closing:
+            raise ShuttingDown()
+        waiting = sum(1 for j in self.queue if not j.cancelled)
+        if waiting >= self.settings.queue_size:
+            raise QueueFull()
+        job = Job(sources, options, asyncio.get_running_loop().create_future())
+        self.queue.append(job)
+        self._depth.set(len(self.queue))
+        self._wake.set()
+        self.start()
+        return job
+
+    async def close(self) -> None:
+        """Finish running batches, fail what is still queued."""
+        self._closing = True
+        if self._task:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self._running:
+            await asyncio.gather(*self._running, return_exceptions=True)
+        while self.queue:
+            job = self.queue.popleft()
+            if not job.future.done():
+                job.future.set_exception(ShuttingDown())
+        self._depth.set(0)
+
+    # The loop ---------------------------------------------------------------------------
+
+    def _prune(self) -> None:
+        while self.queue and (
+            self.queue[0].cancelled or self.queue[0].next_index >= len(self.queue[0].sources)
+        ):
+            self.queue.popleft()
+        self._depth.set(len(self.queue))
+
+    async def _loop(self) -> None:
+        wait_s = self.settings.batch_wait_ms / 1000.0
+        while True:
+            self._prune()
+            if not self.queue:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            # Gather: until the oldest job has waited wait_s or the token budget is reached.
+            head = self.queue[0]
+            while True:
+                remaining = head.enqueued_at + wait_s - time.perf_counter()
+                if remaining <= 0 or self._waiting_tokens() >= self.settings.max_batch_tokens:
+                    break
+                if self._nobody_else_coming():
+                    break
+                self._wake.clear()
+                try:
+                    await asyncio.wait_for(self._wake.wait(), remaining)
+                except TimeoutError:
+                    break
+            await self._slots.acquire()
+            self._prune()
+            batch = self._take_batch()
+            if not batch:
+                self._slots.release()
+                continue
+            task = asyncio.create_task(self._run_batch(*batch))
+            self._running.add(task)
+            task.add_done_callback(self._running.discard)
+
+    def _nobody_else_coming(self) -> bool:
+        """True when every request inside the server is already queued here: waiting
+        could not gather anything, so a lone request is not delayed."""
+        if self.requests_in_flight is None:
+            return False
+        waiting = sum(1 for j in self.queue if not j.cancelled)
+        return self.requests_in_flight() <= waiting
+
+    def _waiting_tokens(self) -> int:
+        return sum(j.pending_tokens for j in self.queue if not j.cancelled)
+
+    def _take_batch(self):
+        if not self.queue:
+            return None
+        opts = self.queue[0].options
+        max_tokens = self.settings.max_batch_tokens
+        max_size = self.settings.max_batch_size
+        items: list[tuple[Job, int]] = []
+        tokens = 0
+        now = time.perf_counter()
+        for job in self.queue:
+            if job.cancelled or job.options != opts:
+                continue
+            while job.next_index < len(job.sources) and len(items) < max_size:
+                n = len(job.sources[job.next_index])
+                if items and tokens + n > max_tokens:
+                    break
+                items.append((job, job.next_index))
+                job.next_index += 1
+                tokens += n
+                if not job.started:
+                    job.started = True
+                    self.metrics.stage_latency.labels("queue_wait").observe(now - job.enqueued_at)
+            if len(items) >= max_size or (items and tokens >= max_tokens):
+                break
+        self._prune()
+        if not items:
+            return None
+        return items, opts, tokens
+
+    async def _run_batch(self, items: list[tuple[Job, int]], opts: DecodeOptions, tokens: int):
+        jobs = list(dict.fromkeys(j for j, _ in items))
+        try:
+            results = await self._translate(items, opts, tokens, len(jobs))
+            self._deliver(items, results)
+        except Exception as exc:
+            if not isinstance(exc, EngineUnavailable):
+                log.exception("batch failed on %s", self.key)
+            for job in jobs:
+                if not job.future.done():
+                    job.future.set_exception(exc)
+        finally:
+            self._slots.release()
+
+    async def _translate(self, items, opts: DecodeOptions, tokens: int, n_jobs: int):
+        loop = asyncio.get_running_loop()
+        engine = await self.registry.acquire(self.served, self.route)
+        try:
+            sources = [job.sources[i] for job, i in items]
+            t0 = time.perf_counter()
+            results = await loop.run_in_executor(
+                self.executor, run_translate_batch, engine.translator, sources, opts
+            )
+        finally:
+            self.registry.release(engine)
+        self.metrics.stage_latency.labels("translate").observe(time.perf_counter() - t0)
+        self.metrics.batch_size.observe(len(items))
+        self.metrics.batch_tokens.observe(tokens)
+        self.metrics.batch_requests.observe(n_jobs)
+        self.metrics.tokens.labels("input").inc(tokens)
+        self.batches_run += 1
+        return results
+
+    def _deliver(self, items, results) -> None:
+        out_tokens = 0
+        for (job, i), res in zip(items, results, strict=True):
+            hyps = [
+                Hypothesis(list(h), float(s))
+                for h, s in zip(res.hypotheses, res.scores, strict=False)
+            ]
+            out_tokens += len(hyps[0].pieces) if hyps else 0
+            job.results[i] = hyps
+            job.done_count += 1
+            if job.done_count == len(job.sources) and not job.future.done():
+                job.future.set_result(job.results)
+        self.metrics.tokens.labels("output").inc(out_tokens)

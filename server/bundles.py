@@ -1,0 +1,100 @@
+"""A bundle as the server sees it: routes, engine keys, tokenizer, position limit.
+
+Wraps ``model_export.bundle.Bundle`` (duck-typed, so tests may pass a stand-in with the same
+attributes: ``name``, ``path``, ``manifest.languages``, ``routes``, ``engine_key(src, tgt)``,
+``tokenizer_path``, ``source_pieces(pieces, src, tgt)``, ``assemble(src, tgt)`` and
+``max_source_positions``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import sentencepiece as spm
+
+LANGUAGE_NAMES = {
+    "ar": "Arabic",
+    "bn": "Bengali",
+    "de": "German",
+    "en": "English",
+    "es": "Spanish",
+    "fa": "Persian",
+    "fr": "French",
+    "hi": "Hindi",
+    "id": "Indonesian",
+    "it": "Italian",
+    "ja": "Japanese",
+    "ko": "Korean",
+    "nl": "Dutch",
+    "pl": "Polish",
+    "pt": "Portuguese",
+    "ro": "Romanian",
+    "ru": "Russian",
+    "sw": "Swahili",
+    "tl": "Tagalog",
+    "tr": "Turkish",
+    "uk": "Ukrainian",
+    "vi": "Vietnamese",
+    "zh": "Chinese",
+}
+
+
+def language_name(code: str) -> str:
+    return LANGUAGE_NAMES.get(code, code)
+
+
+class ServedBundle:
+    def __init__(self, bundle: Any) -> None:
+        self.bundle = bundle
+        self.name: str = bundle.name
+        self.path = Path(bundle.path)
+        self.languages: list[str] = list(bundle.manifest.languages)
+        self.routes: list[tuple[str, str]] = [(s, t) for s, t in bundle.routes]
+        self.route_set = set(self.routes)
+        self._sp = spm.SentencePieceProcessor(model_file=str(bundle.tokenizer_path))
+        limit = getattr(bundle, "max_source_positions", None)
+        if limit is None:
+            limit = bundle.manifest.architecture.max_positions
+        self.max_source_positions = int(limit)
+        # Engine keys are global across bundles: "<bundle>:<key>".
+        self._keys = {r: self._global_key(bundle.engine_key(*r)) for r in self.routes}
+
+    def _global_key(self, key: str) -> str:
+        return key if key.startswith(f"{self.name}:") else f"{self.name}:{key}"
+
+    def engine_key(self, src: str, tgt: str) -> str:
+        return self._keys[(src, tgt)]
+
+    def routes_of_key(self, key: str) -> list[tuple[str, str]]:
+        return [r for r, k in self._keys.items() if k == key]
+
+    @property
+    def engine_keys(self) -> list[str]:
+        return list(dict.fromkeys(self._keys.values()))
+
+    def sources_for(self, tgt: str) -> list[str]:
+        return [s for s, t in self.routes if t == tgt]
+
+    def targets_for(self, src: str) -> list[str]:
+        return [t for s, t in self.routes if s == src]
+
+    def encode(self, sentence: str, src: str, tgt: str) -> list[str]:
+        pieces = self._sp.encode(sentence, out_type=str)
+        return list(self.bundle.source_pieces(pieces, src, tgt))
+
+    def decode(self, pieces: list[str]) -> str:
+        # Drop anything that is a tag (the model may emit one), keep the rest.
+        return self._sp.decode_pieces([p for p in pieces if not _is_tag(p)])
+
+
+def _is_tag(piece: str) -> bool:
+    return len(piece) > 2 and piece[0] == "<" and piece[-1] == ">" and " " not in piece
+
+
+def load_served_bundle(path: Path) -> ServedBundle:
+    """Validate and open a bundle directory; raises ``model_export.bundle.BundleError``
+    (or OSError) with a message saying what is wrong."""
+    from model_export.bundle import load_bundle
+
+    return ServedBundle(load_bundle(Path(path)))

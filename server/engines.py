@@ -1,0 +1,423 @@
+"""Engine registry: route -> engine key -> engine, loaded lazily under a byte budget.
+
+- Nothing is assembled until a route is first asked for (the app may warm some up).
+- One load per key at a time: concurrent requests for a cold key wait on the same load.
+- A failed load marks that key ``failed`` with the reason; requests get 503 until the retry
+  time (exponential backoff), then the next request tries again. Other keys are unaffected.
+- Device tier: loaded engines, bounded by ``device_budget_bytes``; before (estimate) and after
+  (actual size) a load the least recently used idle engines are evicted. An engine with
+  batches in flight is never evicted (reference count). When only busy engines could make
+  room, the least recently used one is marked ``draining``: it takes no new batches, and is
+  evicted as soon as its running batches finish, so a busy engine cannot starve a cold one.
+  Waiting for room is bounded by ``request_timeout_s``; running out answers 503 (not a
+  load failure: no backoff).
+- On CUDA an evicted engine first moves to the host tier (``unload_model(to_cpu=True)``,
+  then ``model_is_loaded`` is checked: CTranslate2 silently keeps a model that is busy), and
+  is dropped when the host tier exceeds ``host_budget_bytes``. On CPU eviction drops it.
+
+All registry state is touched only from the event loop; the blocking work (assembling,
+loading, restoring from host) runs in a thread pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from .bundles import ServedBundle
+from .metrics import Metrics
+from .settings import Settings
+
+log = logging.getLogger("server.engines")
+
+# loader(bundle, src, tgt, settings) -> (translator, nbytes)
+Loader = Callable[[Any, str, str, Settings], tuple[Any, int]]
+
+
+def default_loader(bundle: Any, src: str, tgt: str, settings: Settings) -> tuple[Any, int]:
+    """Assemble the route's dense weights (numpy) and build a CTranslate2 translator."""
+    from model_export.ct2 import load_translator
+
+    dense = bundle.assemble(src, tgt)
+    return load_translator(
+        dense,
+        device=settings.resolved_device,
+        device_index=settings.device_index,
+        compute_type=settings.resolved_compute_type,
+        inter_threads=settings.resolved_inter_threads,
+        intra_threads=settings.resolved_intra_threads,
+    )
+
+
+class State(StrEnum):
+    UNLOADED = "unloaded"  # on disk only (never loaded, or evicted)
+    LOADING = "loading"
+    LOADED = "loaded"  # on the device tier, ready
+    HOST = "host"  # CUDA: parked in host memory
+    FAILED = "failed"
+
+
+class EngineUnavailable(Exception):
+    def __init__(self, key: str, reason: str, retry_after: float) -> None:
+        super().__init__(reason)
+        self.key = key
+        self.reason = reason
+        self.retry_after = retry_after
+
+
+@dataclass
+class Engine:
+    key: str
+    served: ServedBundle
+    route: tuple[str, str]  # the route used to assemble it
+    state: State = State.UNLOADED
+    translator: Any = None
+    nbytes: int = 0
+    last_used: float = 0.0  # monotonic, for LRU
+    last_used_wall: float | None = None
+    load_seconds: float | None = None
+    loads: int = 0
+    failures: int = 0
+    consecutive_failures: int = 0
+    error: str | None = None
+    retry_at: float = 0.0
+    refcount: int = 0  # batches in flight
+    waiters: int = 0  # batches waiting to acquire it (protects a fresh load)
+    draining: bool = False  # a load waits for its memory: no new batches
+    load_future: asyncio.Future | None = field(default=None, repr=False)
+
+    @property
+    def busy(self) -> bool:
+        return self.refcount > 0 or (self.waiters > 0 and not self.draining)
+
+
+class BudgetExhausted(Exception):
+    """No room on the device in time: transient, not a failure of the key."""
+
+
+class EngineRegistry:
+    def __init__(
+        self,
+        settings: Settings,
+        metrics: Metrics,
+        loader: Loader | None = None,
+        load_executor: ThreadPoolExecutor | None = None,
+    ) -> None:
+        self.settings = settings
+        self.metrics = metrics
+        self.loader = loader or default_loader
+        self.device = settings.resolved_device
+        self.device_budget = settings.resolved_device_budget
+        self.host_budget = settings.host_budget_bytes
+        self._executor = load_executor or ThreadPoolExecutor(
+            settings.load_workers, thread_name_prefix="lsmt-load"
+        )
+        self._own_executor = load_executor is None
+        self.engines: dict[str, Engine] = {}
+        self._reserved = 0  # bytes promised to loads in progress
+        self._changed = asyncio.Event()  # replaced and set on every state change
+        self.load_count = 0  # total successful loads, all keys (tests)
+        self._tasks: set[asyncio.Task] = set()
+
+    # Accounting ------------------------------------------------------------------------
+
+    def tier_bytes(self, state: State) -> int:
+        return sum(e.nbytes for e in self.engines.values() if e.state == state)
+
+    @property
+    def device_bytes(self) -> int:
+        return self.tier_bytes(State.LOADED)
+
+    @property
+    def host_bytes(self) -> int:
+        return self.tier_bytes(State.HOST)
+
+    def _update_gauges(self) -> None:
+        m = self.metrics
+        for tier, state in (("device", State.LOADED), ("host", State.HOST)):
+            es = [e for e in self.engines.values() if e.state == state]
+            m.engines_loaded.labels(tier).set(len(es))
+            m.engine_bytes.labels(tier).set(sum(e.nbytes for e in es))
+
+    def _engine(self, served: ServedBundle, route: tuple[str, str]) -> Engine:
+        key = served.engine_key(*route)
+        e = self.engines.get(key)
+        if e is None:
+            e = self.engines[key] = Engine(key=key, served=served, route=route)
+        return e
+
+    # Public API ------------------------------------------------------------------------
+
+    def check(self, served: ServedBundle, route: tuple[str, str]) -> None:
+        """Raise EngineUnavailable at once when the key failed and its retry is not due."""
+        e = self.engines.get(served.engine_key(*route))
+        if e is not None and e.state == State.FAILED:
+            wait = e.retry_at - time.monotonic()
+            if wait > 0:
+                raise EngineUnavailable(e.key, e.error or "load failed", wait)
+
+    async def acquire(self, served: ServedBundle, route: tuple[str, str]) -> Engine:
+        """The loaded engine for ``route``, with its reference count raised (call release)."""
+        e = self._engine(served, route)
+        e.waiters += 1
+        try:
+            while True:
+                if e.state == State.LOADED:
+                    if e.draining:  # wait until it is evicted (then reload) or spared
+                        await self._wait_change(0.5)
+                        continue
+                    e.refcount += 1
+                    self._touch(e)
+                    return e
+                if e.state == State.LOADING:
+                    assert e.load_future is not None
+                    await asyncio.shield(e.load_future)  # raises EngineUnavailable on failure
+                    continue
+                if e.state == State.FAILED:
+                    wait = e.retry_at - time.monotonic()
+                    if wait > 0:
+                        raise EngineUnavailable(e.key, e.error or "load failed", wait)
+                # UNLOADED, HOST, or FAILED with its retry due: this caller loads it.
+                fut = asyncio.get_running_loop().create_future()
+                fut.add_done_callback(lambda f: f.cancelled() or f.exception())
+                e.load_future = fut
+                prior = e.state
+                e.state = State.LOADING
+                task = asyncio.create_task(self._load(e, prior, fut))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+        finally:
+            e.waiters -= 1
+            self._notify()
+
+    def release(self, e: Engine) -> None:
+        e.refcount -= 1
+        self._touch(e)
+        self._notify()
+
+    @staticmethod
+    def _touch(e: Engine) -> None:
+        e.last_used = time.monotonic()
+        e.last_used_wall = time.time()
+
+    def _notify(self) -> None:
+        ev, self._changed = self._changed, asyncio.Event()
+        ev.set()
+
+    async def _wait_change(self, timeout: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._changed.wait(), timeout)
+
+    async def close(self) -> None:
+        for e in self.engines.values():
+            e.translator = None
+            if e.state in (State.LOADED, State.HOST):
+                e.state = State.UNLOADED
+        self._update_gauges()
+        if self._own_executor:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        now = time.monotonic()
+        out = []
+        for e in sorted(self.engines.values(), key=lambda x: x.key):
+            out.append(
+                {
+                    "key": e.key,
+                    "bundle": e.served.name,
+                    "routes": [f"{s}-{t}" for s, t in e.served.routes_of_key(e.key)],
+                    "state": e.state.value,
+                    "device": self.device
+                    if e.state == State.LOADED
+                    else ("cpu" if e.state == State.HOST else None),
+                    "bytes": e.nbytes if e.state in (State.LOADED, State.HOST) else 0,
+                    "last_used": _iso(e.last_used_wall),
+                    "load_seconds": e.load_seconds,
+                    "loads": e.loads,
+                    "failures": e.failures,
+                    "in_flight_batches": e.refcount,
+                    "error": e.error if e.state == State.FAILED else None,
+                    "retry_in_s": round(max(0.0, e.retry_at - now), 3)
+                    if e.state == State.FAILED
+                    else None,
+                }
+            )
+        return out
+
+    # Loading ---------------------------------------------------------------------------
+
+    def _estimate(self, e: Engine) -> int:
+        if e.nbytes:
+            return e.nbytes
+        same = [x.nbytes for x in self.engines.values() if x.served is e.served and x.nbytes]
+        return max(same, default=0)
+
+    async def _load(self, e: Engine, prior: State, fut: asyncio.Future) -> None:
+        loop = asyncio.get_running_loop()
+        t0 = time.perf_counter()
+        estimate = self._estimate(e)
+        reserved = 0
+        try:
+            if prior == State.HOST:
+                # Leaves the host tier while it moves back (counted as a reservation).
+                e.state = State.LOADING
+                estimate = e.nbytes
+            await self._make_room(estimate, e)
+            self._reserved += estimate
+            reserved = estimate
+            if prior == State.HOST and e.translator is not None:
+                await loop.run_in_executor(self._executor, e.translator.load_model)
+                translator, nbytes = e.translator, e.nbytes
+            else:
+                translator, nbytes = await loop.run_in_executor(
+                    self._executor, self.loader, e.served.bundle, *e.route, self.settings
+                )
+            nbytes = int(nbytes)
+            if nbytes > self.device_budget:
+                raise MemoryError(
+                    f"engine needs {nbytes} bytes but the device budget is "
+                    f"{self.device_budget} bytes (LSMT_DEVICE_BUDGET_BYTES)"
+                )
+            if nbytes > reserved:
+                self._reserved -= reserved
+                reserved = 0
+                await self._make_room(nbytes, e)
+            else:
+                self._reserved -= reserved
+                reserved = 0
+        except BudgetExhausted as exc:
+            # Transient: the engine goes back to where it was; no failure, no backoff.
+            if reserved:
+                self._reserved -= reserved
+            if prior != State.HOST:
+                e.translator = None
+            e.state = (
+                State.HOST if prior == State.HOST and e.translator is not None else (State.UNLOADED)
+            )
+            self._update_gauges()
+            self._notify()
+            fut.set_exception(EngineUnavailable(e.key, str(exc), 1.0))
+            return
+        except Exception as exc:
+            if reserved:
+                self._reserved -= reserved
+            e.translator = None
+            e.nbytes = 0
+            e.state = State.FAILED
+            e.failures += 1
+            e.consecutive_failures += 1
+            delay = min(
+                self.settings.load_retry_initial_s * 2 ** (e.consecutive_failures - 1),
+                self.settings.load_retry_max_s,
+            )
+            e.retry_at = time.monotonic() + delay
+            full = _reason(exc)
+            # Clients see the reason without the server's directories.
+            e.error = full.replace(f"{e.served.path}/", "").replace(str(e.served.path), "")
+            self.metrics.engine_load_failures.labels(e.key).inc()
+            log.error("engine %s failed to load (retry in %.1fs): %s", e.key, delay, full)
+            self._update_gauges()
+            self._notify()
+            fut.set_exception(EngineUnavailable(e.key, e.error, delay))
+            return
+        dt = time.perf_counter() - t0
+        e.translator = translator
+        e.nbytes = nbytes
+        e.state = State.LOADED
+        e.error = None
+        e.consecutive_failures = 0
+        e.loads += 1
+        e.load_seconds = dt
+        e.last_used = time.monotonic()
+        e.last_used_wall = time.time()
+        self.load_count += 1
+        self.metrics.engine_loads.labels(e.key).inc()
+        self.metrics.engine_load_seconds.observe(dt)
+        self._update_gauges()
+        log.info("engine %s loaded: %d bytes in %.3fs", e.key, nbytes, dt)
+        self._notify()
+        fut.set_result(None)
+
+    async def _make_room(self, need: int, loading: Engine) -> None:
+        """Evict idle LRU engines until ``need`` more bytes fit in the device budget. When
+        only busy engines could make room, mark the LRU one draining and wait for it."""
+        # Runs on the event loop: every check-and-evict step is atomic; only the waits yield.
+        need = min(need, self.device_budget)
+        deadline = time.monotonic() + self.settings.request_timeout_s
+        drained: list[Engine] = []
+        try:
+            while self.device_bytes + self._reserved + need > self.device_budget:
+                loaded = [
+                    x for x in self.engines.values() if x.state == State.LOADED and x is not loading
+                ]
+                idle = [x for x in loaded if not x.busy]
+                if idle:
+                    self._evict(min(idle, key=lambda x: (not x.draining, x.last_used)))
+                    continue
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise BudgetExhausted(
+                        f"device budget of {self.device_budget} bytes is held by engines in "
+                        f"use; {need} more bytes needed"
+                    )
+                if loaded and not any(x.draining for x in loaded):
+                    victim = min(loaded, key=lambda x: x.last_used)
+                    victim.draining = True
+                    drained.append(victim)
+                await self._wait_change(min(remaining, 0.5))
+        finally:
+            for x in drained:  # spared (or already evicted): take batches again
+                if x.draining:
+                    x.draining = False
+                    self._notify()
+
+    def _evict(self, e: Engine) -> None:
+        self.metrics.engine_evictions.labels("device").inc()
+        if self.device == "cuda" and self.host_budget > 0 and e.nbytes <= self.host_budget:
+            try:
+                e.translator.unload_model(to_cpu=True)
+            except Exception as exc:
+                log.warning("unload_model(to_cpu=True) failed for %s: %s", e.key, exc)
+            if not getattr(e.translator, "model_is_loaded", False):
+                e.state = State.HOST
+                e.draining = False
+                log.info("engine %s moved to host memory", e.key)
+                while self.host_bytes > self.host_budget:
+                    hosted = [x for x in self.engines.values() if x.state == State.HOST]
+                    self._drop(min(hosted, key=lambda x: x.last_used))
+                    self.metrics.engine_evictions.labels("host").inc()
+                self._update_gauges()
+                return
+            log.info("engine %s still loaded after unload_model(to_cpu=True); dropping", e.key)
+        self._drop(e)
+        self._update_gauges()
+        self._notify()
+
+    def _drop(self, e: Engine) -> None:
+        t = e.translator
+        e.translator = None
+        e.state = State.UNLOADED
+        e.draining = False
+        if t is not None:
+            with contextlib.suppress(Exception):
+                t.unload_model()
+        log.info("engine %s evicted", e.key)
+
+
+def _reason(exc: BaseException) -> str:
+    msg = str(exc).strip() or type(exc).__name__
+    name = type(exc).__name__
+    return msg if name in msg else f"{name}: {msg}"
+
+
+def _iso(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))

@@ -1,0 +1,147 @@
+"""Client-facing errors: one JSON shape for every failure.
+
+``{"error": {"code": "...", "message": "...", "allowed": [...] | {...}, ...},
+   "request_id": "..."}``
+
+``code`` is stable and machine-readable; ``message`` says what was wrong and what is allowed.
+The LibreTranslate-compatible endpoints answer ``{"error": "<message>", "details": {...}}``
+instead, because LibreTranslate clients read ``error`` as a string.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+log = logging.getLogger("server")
+
+LIBRETRANSLATE_PATHS = ("/translate", "/languages", "/detect")
+
+
+class ApiError(Exception):
+    """An error answered to the client with ``status`` and a JSON body."""
+
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        *,
+        headers: dict[str, str] | None = None,
+        **extra: Any,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.headers = headers or {}
+        self.extra = extra
+
+    def body(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message, **self.extra}
+
+
+def bad_request(code: str, message: str, **extra: Any) -> ApiError:
+    return ApiError(400, code, message, **extra)
+
+
+def too_large(code: str, message: str, **extra: Any) -> ApiError:
+    return ApiError(413, code, message, **extra)
+
+
+def request_id_of(request: Request) -> str:
+    return getattr(request.state, "request_id", None) or request.headers.get("x-request-id", "")
+
+
+def error_response(request: Request, err: ApiError) -> JSONResponse:
+    rid = request_id_of(request)
+    headers = dict(err.headers)
+    if rid:
+        headers["X-Request-ID"] = rid
+    if request.url.path in LIBRETRANSLATE_PATHS:
+        content: dict[str, Any] = {"error": err.message, "details": err.body()}
+    else:
+        content = {"error": err.body()}
+    if rid:
+        content["request_id"] = rid
+    return JSONResponse(content, status_code=err.status, headers=headers)
+
+
+def _loc(err: dict[str, Any]) -> str:
+    parts = [str(p) for p in err.get("loc", ()) if p not in ("body",)]
+    return ".".join(parts) or "body"
+
+
+def validation_to_api_error(exc: RequestValidationError, request: Request) -> ApiError:
+    errors = exc.errors()
+    for e in errors:
+        if e.get("type") == "json_invalid":
+            ctx = e.get("ctx") or {}
+            return bad_request(
+                "malformed_json",
+                f"The request body is not valid JSON ({ctx.get('error', 'parse error')}). "
+                "Send a JSON object with Content-Type: application/json.",
+            )
+    if any(tuple(e.get("loc", ())) == ("body",) for e in errors):
+        ctype = request.headers.get("content-type", "")
+        return bad_request(
+            "malformed_json",
+            "The request body must be a JSON object sent with Content-Type: application/json"
+            f" (got Content-Type {ctype or 'none'!r}).",
+        )
+    details = []
+    for e in errors:
+        item = {"field": _loc(e), "problem": e.get("msg", "invalid")}
+        if e.get("type") == "missing":
+            item["problem"] = "field required"
+        details.append(item)
+    summary = "; ".join(f"{d['field']}: {d['problem']}" for d in details[:5])
+    return ApiError(
+        422, "invalid_request", f"The request does not match the schema: {summary}", fields=details
+    )
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(ApiError)
+    async def _api_error(request: Request, exc: ApiError):
+        return error_response(request, exc)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(request: Request, exc: RequestValidationError):
+        return error_response(request, validation_to_api_error(exc, request))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException):
+        if exc.status_code == 404:
+            err = ApiError(404, "not_found", f"No endpoint at {request.url.path}. See /docs.")
+        elif exc.status_code == 405:
+            allow = {k.lower(): v for k, v in (exc.headers or {}).items()}.get("allow", "")
+            err = ApiError(
+                405,
+                "method_not_allowed",
+                f"{request.method} is not allowed on {request.url.path}.",
+                allowed=sorted(m.strip() for m in allow.split(",") if m.strip()),
+            )
+        else:
+            err = ApiError(exc.status_code, "http_error", str(exc.detail))
+        if exc.headers:
+            err.headers.update(exc.headers)
+        return error_response(request, err)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception):
+        rid = request_id_of(request)
+        log.error("unexpected error request_id=%s path=%s", rid, request.url.path, exc_info=exc)
+        return error_response(
+            request,
+            ApiError(
+                500,
+                "internal_error",
+                f"An internal error occurred; it has been logged with request id {rid}.",
+            ),
+        )

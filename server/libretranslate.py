@@ -1,0 +1,217 @@
+"""LibreTranslate-compatible endpoints: ``POST /translate``, ``GET|POST /languages``,
+``POST /detect``.
+
+Bodies may be JSON or ``application/x-www-form-urlencoded`` (what ``libretranslatepy`` sends).
+Fields of ``/translate``: ``q`` (string or list), ``source`` (code or ``auto``), ``target``,
+``format`` (``text`` or ``html``), ``alternatives`` (int), ``api_key``.
+Errors are ``{"error": "<message>", "details": {"code": ..., ...}}`` with the usual status.
+With ``format=html`` the text nodes are translated and tags, comments, ``<script>`` and
+``<style>`` contents are kept as they are.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import time
+from typing import Any
+from urllib.parse import parse_qs
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+
+from .auth import check_key, key_from_request
+from .bundles import language_name
+from .errors import ApiError, bad_request
+
+router = APIRouter(tags=["LibreTranslate compatible"])
+
+_HTML_SPLIT = re.compile(
+    r"(<!--.*?-->|<script\b.*?</script\s*>|<style\b.*?</style\s*>|<[^>]*>)",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
+async def read_fields(request: Request) -> dict[str, Any]:
+    body = await request.body()
+    ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    fields: dict[str, Any] = {}
+    if ctype == "application/json":
+        try:
+            data = json.loads(body or b"{}")
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise bad_request(
+                "malformed_json", f"The request body is not valid JSON ({exc})."
+            ) from None
+        if not isinstance(data, dict):
+            raise bad_request("malformed_json", "The JSON body must be an object.")
+        fields.update(data)
+    elif ctype in ("", "application/x-www-form-urlencoded"):
+        try:
+            parsed = parse_qs(body.decode("utf-8"), keep_blank_values=True, strict_parsing=False)
+        except UnicodeDecodeError:
+            raise bad_request("malformed_body", "The form body is not UTF-8.") from None
+        for k, v in parsed.items():
+            fields[k] = v[0] if len(v) == 1 else v
+    else:
+        raise ApiError(
+            415,
+            "unsupported_media_type",
+            f"Content-Type {ctype!r} is not supported.",
+            allowed=["application/json", "application/x-www-form-urlencoded"],
+        )
+    for k, v in request.query_params.multi_items():
+        fields.setdefault(k, v)
+    return fields
+
+
+def _auth(request: Request, fields: dict[str, Any]) -> None:
+    st = request.app.state.lsmt
+    given = key_from_request(request) or (
+        fields.get("api_key") if isinstance(fields.get("api_key"), str) else None
+    )
+    check_key(st.settings.api_keys, given)
+
+
+def _str_field(fields: dict[str, Any], name: str, default: str | None = None) -> str:
+    v = fields.get(name, default)
+    if v is None:
+        raise bad_request("missing_field", f"Field {name!r} is required.", parameter=name)
+    if not isinstance(v, str):
+        raise bad_request("invalid_field", f"Field {name!r} must be a string.", parameter=name)
+    return v
+
+
+@router.post("/translate", summary="Translate (LibreTranslate compatible)")
+async def lt_translate(request: Request):
+    st = request.app.state.lsmt
+    fields = await read_fields(request)
+    _auth(request, fields)
+    q = fields.get("q")
+    if q is None:
+        raise bad_request(
+            "missing_field", "Field 'q' (text to translate) is required.", parameter="q"
+        )
+    single = isinstance(q, str)
+    texts = [q] if single else q
+    if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+        raise bad_request(
+            "invalid_field", "Field 'q' must be a string or a list of strings.", parameter="q"
+        )
+    source = _str_field(fields, "source", "auto")
+    target = _str_field(fields, "target")
+    fmt = _str_field(fields, "format", "text")
+    if fmt not in ("text", "html"):
+        raise bad_request(
+            "invalid_field",
+            f"format={fmt!r} is not supported.",
+            parameter="format",
+            allowed=["text", "html"],
+        )
+    try:
+        n_alt = int(fields.get("alternatives", 0) or 0)
+    except (TypeError, ValueError):
+        raise bad_request(
+            "invalid_field", "Field 'alternatives' must be an integer.", parameter="alternatives"
+        ) from None
+    svc = st.service
+    opts = svc.validate_options(None, n_alt, None)
+    deadline = time.monotonic() + st.settings.request_timeout_s
+    if fmt == "html":
+        svc.validate_texts(texts)
+        svc.validate_languages(source, target, None)
+        results = [await _translate_html(svc, t, source, target, opts, deadline) for t in texts]
+    else:
+        results = [
+            _lt_item(r, source == "auto")
+            for r in await svc.translate(texts, source, target, opts, deadline=deadline)
+        ]
+    if single:
+        return results[0]
+    body: dict[str, Any] = {"translatedText": [r["translatedText"] for r in results]}
+    if source == "auto":
+        body["detectedLanguage"] = [r.get("detectedLanguage") for r in results]
+    if n_alt:
+        body["alternatives"] = [r.get("alternatives", []) for r in results]
+    return body
+
+
+def _lt_item(r, auto: bool, text: str | None = None) -> dict[str, Any]:
+    item: dict[str, Any] = {"translatedText": r.text if text is None else text}
+    if auto:
+        item["detectedLanguage"] = {
+            "confidence": round(100.0 * (r.detected_confidence or 0.0), 2),
+            "language": r.source,
+        }
+    if r.alternatives:
+        item["alternatives"] = [a.text for a in r.alternatives]
+    return item
+
+
+async def _translate_html(svc, doc: str, source, target, opts, deadline) -> dict[str, Any]:
+    parts = _HTML_SPLIT.split(doc)
+    idx = [i for i, p in enumerate(parts) if i % 2 == 0 and p.strip()]
+    if not idx:
+        return {"translatedText": doc}
+    plain = [html.unescape(parts[i]).strip() for i in idx]
+    if source == "auto":  # detect on the whole document's text, not per fragment
+        source, conf = svc.detect(" ".join(plain), target, None)
+        detected = {"confidence": round(100 * conf, 2), "language": source}
+    else:
+        detected = None
+    if source == target:
+        res = None
+    else:
+        res = await svc.translate(plain, source, target, opts, limit_count=False, deadline=deadline)
+    out = list(parts)
+    for n, i in enumerate(idx):
+        p = parts[i]
+        lead = p[: len(p) - len(p.lstrip())]
+        trail = p[len(p.rstrip()) :]
+        translated = res[n].text if res else plain[n]
+        out[i] = lead + html.escape(translated, quote=False) + trail
+    item: dict[str, Any] = {"translatedText": "".join(out)}
+    if detected:
+        item["detectedLanguage"] = detected
+    return item
+
+
+def _languages(request: Request) -> list[dict[str, Any]]:
+    svc = request.app.state.lsmt.service
+    return [
+        {"code": c, "name": language_name(c), "targets": svc.targets_for(c)} for c in svc.languages
+    ]
+
+
+@router.get("/languages", summary="Languages (LibreTranslate compatible)")
+async def lt_languages_get(request: Request):
+    return _languages(request)
+
+
+@router.post("/languages", include_in_schema=False)
+async def lt_languages_post(request: Request):
+    return _languages(request)
+
+
+@router.post("/detect", summary="Detect language (LibreTranslate compatible)")
+async def lt_detect(request: Request):
+    st = request.app.state.lsmt
+    fields = await read_fields(request)
+    _auth(request, fields)
+    q = fields.get("q")
+    if not isinstance(q, str) or not q.strip():
+        raise bad_request("empty_text", "Field 'q' must be a non-empty string.", parameter="q")
+    if len(q) > st.settings.max_chars_per_text:
+        raise ApiError(
+            413,
+            "text_too_long",
+            f"'q' has {len(q)} characters; at most {st.settings.max_chars_per_text} are allowed.",
+            limit=st.settings.max_chars_per_text,
+        )
+    return JSONResponse(
+        [
+            {"confidence": round(100 * c, 2), "language": lang}
+            for lang, c in st.service.detect_any(q)
+        ]
+    )

@@ -1,0 +1,127 @@
+"""Prometheus metrics, one CollectorRegistry per app (several apps in one process never clash).
+
+Label cardinality is bounded: ``endpoint`` is the route template (or ``unmatched``),
+``status`` the numeric HTTP status, ``engine`` an engine key (bounded by the bundles), ``tier``
+one of device/host, ``stage`` one of four, ``reason`` one of a few fixed words.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+LATENCY_BUCKETS = (
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+)
+SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+TOKEN_BUCKETS = (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
+STAGES = ("queue_wait", "tokenize", "translate", "detokenize")
+
+
+class Metrics:
+    def __init__(self) -> None:
+        r = self.registry = CollectorRegistry(auto_describe=True)
+        self.requests = Counter(
+            "lsmt_http_requests", "HTTP requests answered.", ["endpoint", "status"], registry=r
+        )
+        self.request_latency = Histogram(
+            "lsmt_http_request_duration_seconds",
+            "HTTP request latency.",
+            ["endpoint", "status"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.in_flight = Gauge(
+            "lsmt_http_requests_in_flight", "HTTP requests being handled.", registry=r
+        )
+        self.stage_latency = Histogram(
+            "lsmt_stage_duration_seconds",
+            "Time per stage: queue_wait (per request), tokenize and detokenize (per request), "
+            "translate (per batch).",
+            ["stage"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.batch_size = Histogram(
+            "lsmt_batch_size",
+            "Sentences per translate_batch call.",
+            buckets=SIZE_BUCKETS,
+            registry=r,
+        )
+        self.batch_tokens = Histogram(
+            "lsmt_batch_tokens",
+            "Source tokens per translate_batch call.",
+            buckets=TOKEN_BUCKETS,
+            registry=r,
+        )
+        self.batch_requests = Histogram(
+            "lsmt_batch_requests",
+            "Requests sharing one translate_batch call.",
+            buckets=SIZE_BUCKETS,
+            registry=r,
+        )
+        self.tokens = Counter(
+            "lsmt_tokens",
+            "Tokens translated (input: source, output: best hypothesis).",
+            ["direction"],
+            registry=r,
+        )
+        self.queue_depth = Gauge(
+            "lsmt_queue_depth",
+            "Requests waiting for a batch, per engine.",
+            ["engine"],
+            registry=r,
+        )
+        self.rejected = Counter(
+            "lsmt_rejected_requests",
+            "Requests refused by the server: queue_full, timeout, engine_unavailable.",
+            ["reason"],
+            registry=r,
+        )
+        self.engine_loads = Counter(
+            "lsmt_engine_loads",
+            "Engine loads completed (assembled or restored).",
+            ["engine"],
+            registry=r,
+        )
+        self.engine_load_failures = Counter(
+            "lsmt_engine_load_failures", "Engine loads that failed.", ["engine"], registry=r
+        )
+        self.engine_load_seconds = Histogram(
+            "lsmt_engine_load_seconds",
+            "Time to assemble and load an engine.",
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.engine_evictions = Counter(
+            "lsmt_engine_evictions",
+            "Engines moved out of a tier: device (to host or dropped) and host (dropped).",
+            ["tier"],
+            registry=r,
+        )
+        self.engines_loaded = Gauge(
+            "lsmt_engines_loaded", "Engines resident per tier.", ["tier"], registry=r
+        )
+        self.engine_bytes = Gauge(
+            "lsmt_engine_bytes", "Bytes of resident engines per tier.", ["tier"], registry=r
+        )
+        for tier in ("device", "host"):
+            self.engines_loaded.labels(tier)
+            self.engine_bytes.labels(tier)
+        for stage in STAGES:
+            self.stage_latency.labels(stage)
+        for d in ("input", "output"):
+            self.tokens.labels(d)

@@ -1,0 +1,409 @@
+"""Translation service: validation, detection, splitting, batching, rejoining.
+
+Used by ``/v1/translate``, the LibreTranslate endpoints and the warm-up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from .batching import Batcher, DecodeOptions, Hypothesis, Job, QueueFull, ShuttingDown
+from .bundles import ServedBundle
+from .engines import EngineRegistry, EngineUnavailable
+from .errors import ApiError, bad_request, too_large
+from .metrics import Metrics
+from .settings import Settings
+from .text import LanguageDetector, join_text, sentences_of, split_text
+
+AUTO = "auto"
+INLINE_PREP_CHARS = 2000  # larger requests are prepared in a worker thread
+
+
+@dataclass
+class Alternative:
+    text: str
+    score: float
+
+
+@dataclass
+class TextResult:
+    text: str
+    source: str
+    detected_confidence: float | None = None  # set when the source was detected
+    score: float | None = None
+    alternatives: list[Alternative] = field(default_factory=list)
+    engine: str | None = None  # None: nothing to translate (text already in the target)
+
+
+@dataclass
+class Options:
+    beam_size: int
+    num_alternatives: int
+    max_length: int
+
+
+class TranslationService:
+    def __init__(
+        self,
+        settings: Settings,
+        metrics: Metrics,
+        bundles: list[ServedBundle],
+        registry: EngineRegistry,
+        executor: ThreadPoolExecutor,
+        requests_in_flight: Callable[[], int] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.requests_in_flight = requests_in_flight
+        self.metrics = metrics
+        self.bundles = bundles
+        self.registry = registry
+        self.executor = executor
+        self.batchers: dict[str, Batcher] = {}
+        self._detector: LanguageDetector | None = None
+
+    # Catalogue ---------------------------------------------------------------------------
+
+    @property
+    def languages(self) -> list[str]:
+        return sorted({lang for b in self.bundles for lang in b.languages})
+
+    @property
+    def routes(self) -> list[tuple[str, str]]:
+        return sorted({r for b in self.bundles for r in b.routes})
+
+    def targets_for(self, src: str) -> list[str]:
+        return sorted({t for b in self.bundles for t in b.targets_for(src)})
+
+    def sources_for(self, tgt: str) -> list[str]:
+        return sorted({s for b in self.bundles for s in b.sources_for(tgt)})
+
+    @property
+    def detector(self) -> LanguageDetector:
+        if self._detector is None:
+            self._detector = LanguageDetector()
+        return self._detector
+
+    def bundle_for(self, src: str, tgt: str, model: str | None) -> ServedBundle:
+        for b in self._candidates(model):
+            if (src, tgt) in b.route_set:
+                return b
+        raise self._unsupported_route(src, tgt, model)
+
+    def _candidates(self, model: str | None) -> list[ServedBundle]:
+        if model is None:
+            return self.bundles
+        named = [b for b in self.bundles if b.name == model]
+        if not named:
+            raise bad_request(
+                "unknown_model",
+                f"Unknown model {model!r}.",
+                allowed=[b.name for b in self.bundles],
+            )
+        return named
+
+    def _unsupported_route(self, src: str, tgt: str, model: str | None) -> ApiError:
+        routes = sorted({r for b in self._candidates(model) for r in b.routes})
+        sources = sorted({s for s, t in routes if t == tgt})
+        if src == tgt:
+            msg = f"Source and target are both {src!r}; nothing to translate."
+        elif sources:
+            msg = (
+                f"No model translates {src}->{tgt}. Sources available for target {tgt!r}: "
+                f"{', '.join(sources)}."
+            )
+        else:
+            msg = f"No model translates into {tgt!r}."
+        return bad_request("unsupported_route", msg, allowed=[f"{s}-{t}" for s, t in routes])
+
+    # Validation --------------------------------------------------------------------------
+
+    def validate_options(
+        self, beam_size: int | None, num_alternatives: int | None, max_length: int | None
+    ) -> Options:
+        s = self.settings
+        n_alt = 0 if num_alternatives is None else num_alternatives
+        if not 0 <= n_alt <= s.max_alternatives:
+            raise bad_request(
+                "parameter_out_of_range",
+                f"num_alternatives={n_alt} is out of range; allowed 0..{s.max_alternatives}.",
+                parameter="num_alternatives",
+                allowed={"min": 0, "max": s.max_alternatives},
+            )
+        if beam_size is None:
+            beam = min(max(s.default_beam_size, n_alt + 1), s.max_beam_size)
+        else:
+            beam = beam_size
+        if not 1 <= beam <= s.max_beam_size:
+            raise bad_request(
+                "parameter_out_of_range",
+                f"beam_size={beam} is out of range; allowed 1..{s.max_beam_size}.",
+                parameter="beam_size",
+                allowed={"min": 1, "max": s.max_beam_size},
+            )
+        if beam < n_alt + 1:
+            raise bad_request(
+                "parameter_out_of_range",
+                f"num_alternatives={n_alt} needs beam_size >= {n_alt + 1} (got {beam}).",
+                parameter="beam_size",
+                allowed={"min": n_alt + 1, "max": s.max_beam_size},
+            )
+        max_len = s.default_max_length if max_length is None else max_length
+        if not 1 <= max_len <= s.max_length_limit:
+            raise bad_request(
+                "parameter_out_of_range",
+                f"max_length={max_len} is out of range; allowed 1..{s.max_length_limit}.",
+                parameter="max_length",
+                allowed={"min": 1, "max": s.max_length_limit},
+            )
+        return Options(beam, n_alt, max_len)
+
+    def validate_texts(self, texts: list[str], *, limit_count: bool = True) -> None:
+        s = self.settings
+        if not texts:
+            raise bad_request("empty_text", "No text given: send at least one non-empty text.")
+        if limit_count and len(texts) > s.max_texts:
+            raise too_large(
+                "too_many_texts",
+                f"{len(texts)} texts in one request; at most {s.max_texts} are allowed.",
+                limit=s.max_texts,
+            )
+        for i, t in enumerate(texts):
+            if not t.strip():
+                raise bad_request(
+                    "empty_text",
+                    f"Text {i} is empty or whitespace only; every text must contain something "
+                    "to translate.",
+                    index=i,
+                )
+            if len(t) > s.max_chars_per_text:
+                raise too_large(
+                    "text_too_long",
+                    f"Text {i} has {len(t)} characters; at most {s.max_chars_per_text} "
+                    "are allowed per text.",
+                    index=i,
+                    limit=s.max_chars_per_text,
+                )
+
+    def validate_languages(self, source: str, target: str, model: str | None) -> None:
+        langs = sorted({lang for b in self._candidates(model) for lang in b.languages})
+        if target not in langs:
+            raise bad_request(
+                "unknown_language",
+                f"Unknown target language {target!r}. Allowed: {', '.join(langs)}.",
+                parameter="target",
+                allowed=langs,
+            )
+        if source != AUTO and source not in langs:
+            raise bad_request(
+                "unknown_language",
+                f"Unknown source language {source!r}. Allowed: auto, {', '.join(langs)}.",
+                parameter="source",
+                allowed=[AUTO, *langs],
+            )
+        if source == AUTO:
+            if not any(t == target for b in self._candidates(model) for _, t in b.routes):
+                raise self._unsupported_route(AUTO, target, model)
+        else:
+            self.bundle_for(source, target, model)
+
+    # Detection -----------------------------------------------------------------------------
+
+    def detect(self, text: str, target: str, model: str | None) -> tuple[str, float]:
+        cands = {s for b in self._candidates(model) for s, t in b.routes if t == target}
+        cands.add(target)
+        try:
+            return self.detector.detect(text, cands)
+        except ValueError:
+            raise bad_request(
+                "detection_unavailable",
+                "The source language cannot be detected for this target; name it.",
+                allowed=sorted(cands - {target}),
+            ) from None
+
+    def detect_any(self, text: str) -> list[tuple[str, float]]:
+        langs = {lang for lang in self.languages if lang in self.detector.known}
+        if not langs:
+            return []
+        lang, conf = self.detector.detect(text, langs)
+        return [(lang, conf)]
+
+    # Translation -----------------------------------------------------------------------------
+
+    def batcher(self, served: ServedBundle, route: tuple[str, str]) -> Batcher:
+        key = served.engine_key(*route)
+        b = self.batchers.get(key)
+        if b is None:
+            b = self.batchers[key] = Batcher(
+                served,
+                route,
+                self.registry,
+                self.settings,
+                self.metrics,
+                self.executor,
+                self.requests_in_flight,
+            )
+        return b
+
+    def _prepare(self, texts: list[str], source: str, target: str, model: str | None):
+        """Per text: source language (detected per text), lines, tokenized sentences."""
+        plans = []
+        for i, text in enumerate(texts):
+            conf = None
+            src = source
+            if source == AUTO:
+                src, conf = self.detect(text, target, model)
+            if src == target:  # already in the target language
+                plans.append((src, conf, None, None, None))
+                continue
+            served = self.bundle_for(src, target, model)
+            lines = split_text(text, src)
+            sents = sentences_of(lines)
+            pieces = [served.encode(s, src, target) for s in sents]
+            for j, p in enumerate(pieces):
+                if len(p) > served.max_source_positions:
+                    raise too_large(
+                        "text_too_long",
+                        f"Sentence {j} of text {i} has {len(p)} tokens; the model accepts at "
+                        f"most {served.max_source_positions} tokens per sentence. Split it.",
+                        index=i,
+                        limit_tokens=served.max_source_positions,
+                    )
+            plans.append((src, conf, served, lines, pieces))
+        return plans
+
+    async def translate(
+        self,
+        texts: list[str],
+        source: str,
+        target: str,
+        opts: Options,
+        model: str | None = None,
+        *,
+        limit_count: bool = True,
+        deadline: float | None = None,
+    ) -> list[TextResult]:
+        self.validate_texts(texts, limit_count=limit_count)
+        self.validate_languages(source, target, model)
+        if deadline is None:
+            deadline = time.monotonic() + self.settings.request_timeout_s
+
+        t0 = time.perf_counter()
+        if sum(len(t) for t in texts) > INLINE_PREP_CHARS:
+            # Splitting and tokenizing a large request takes tens of milliseconds: do it in a
+            # thread so the event loop keeps serving other requests meanwhile.
+            plans = await asyncio.to_thread(self._prepare, texts, source, target, model)
+        else:
+            plans = self._prepare(texts, source, target, model)
+        self.metrics.stage_latency.labels("tokenize").observe(time.perf_counter() - t0)
+
+        # One job per engine with every sentence of every text that goes there.
+        decode = DecodeOptions(opts.beam_size, opts.num_alternatives + 1, opts.max_length)
+        jobs: list[tuple[Job, list[tuple[int, int]], str]] = []
+        try:
+            groups: dict[str, tuple[Batcher, list[tuple[int, int]], list[list[str]]]] = {}
+            for i, (src, _, served, _, pieces) in enumerate(plans):
+                if served is None:
+                    continue
+                route = (src, target)
+                self.registry.check(served, route)  # a failed key answers 503 at once
+                b = self.batcher(served, route)
+                entry = groups.setdefault(b.key, (b, [], []))
+                for j, p in enumerate(pieces):
+                    entry[1].append((i, j))
+                    entry[2].append(p)
+            for key, (b, index, sources) in groups.items():
+                jobs.append((b.submit(sources, decode), index, key))
+            remaining = deadline - time.monotonic()
+            if jobs:
+                await asyncio.wait_for(
+                    asyncio.gather(*(asyncio.shield(j.future) for j, _, _ in jobs)),
+                    max(remaining, 0.001),
+                )
+        except QueueFull:
+            self._cancel(jobs)
+            self.metrics.rejected.labels("queue_full").inc()
+            raise ApiError(
+                429,
+                "queue_full",
+                "The server is busy (translation queue full); retry after the indicated delay.",
+                headers={"Retry-After": str(self.settings.retry_after_s)},
+                limit=self.settings.queue_size,
+            ) from None
+        except TimeoutError:
+            self._cancel(jobs)
+            self.metrics.rejected.labels("timeout").inc()
+            raise ApiError(
+                504,
+                "timeout",
+                f"The translation did not finish within {self.settings.request_timeout_s:g} s.",
+                limit_s=self.settings.request_timeout_s,
+            ) from None
+        except EngineUnavailable as exc:
+            self._cancel(jobs)
+            self.metrics.rejected.labels("engine_unavailable").inc()
+            retry = max(1, round(exc.retry_after))
+            raise ApiError(
+                503,
+                "engine_unavailable",
+                f"The model for this route is unavailable: {exc.reason}",
+                headers={"Retry-After": str(retry)},
+                engine=exc.key,
+                retry_after_s=retry,
+            ) from None
+        except ShuttingDown:
+            self._cancel(jobs)
+            raise ApiError(
+                503,
+                "shutting_down",
+                "The server is shutting down; retry on another instance.",
+                headers={"Retry-After": "1"},
+            ) from None
+
+        # Detokenize and rejoin.
+        t1 = time.perf_counter()
+        sent_hyps: dict[tuple[int, int], list[Hypothesis]] = {}
+        engine_of: dict[int, str] = {}
+        for job, index, key in jobs:
+            results = job.future.result()
+            for (i, j), hyps in zip(index, results, strict=True):
+                sent_hyps[(i, j)] = hyps
+                engine_of[i] = key
+        out: list[TextResult] = []
+        for i, (src, conf, served, lines, pieces) in enumerate(plans):
+            if served is None:
+                out.append(TextResult(texts[i], src, conf, None, [], None))
+                continue
+            n = len(pieces)
+            per_sent = [sent_hyps[(i, j)] for j in range(n)]
+            variants = []
+            for k in range(opts.num_alternatives + 1):
+                sents, scores = [], []
+                for hyps in per_sent:
+                    h = hyps[k] if k < len(hyps) else hyps[0]
+                    sents.append(served.decode(h.pieces))
+                    scores.append(h.score)
+                variants.append(
+                    (join_text(lines, sents, target), sum(scores) / max(len(scores), 1))
+                )
+            best, score = variants[0]
+            alts = [Alternative(t, s) for t, s in variants[1:]]
+            out.append(TextResult(best, src, conf, score, alts, engine_of.get(i)))
+        self.metrics.stage_latency.labels("detokenize").observe(time.perf_counter() - t1)
+        return out
+
+    @staticmethod
+    def _cancel(jobs) -> None:
+        for job, _, _ in jobs:
+            job.cancelled = True
+            if not job.future.done():
+                job.future.cancel()
+
+    async def close(self) -> None:
+        for b in self.batchers.values():
+            with contextlib.suppress(Exception):
+                await b.close()

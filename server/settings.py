@@ -1,0 +1,178 @@
+"""Server settings: environment variables with the ``LSMT_`` prefix (pydantic-settings).
+
+Every field can be set as ``LSMT_<FIELD>`` (e.g. ``LSMT_DEVICE=cuda``,
+``LSMT_BUNDLES='["models/a","models/b"]'``, ``LSMT_API_KEYS='["k1"]'``). The defaults suit the
+2-core CPU machines of this project; on one GPU the device-dependent defaults (compute type,
+threads, budgets) switch automatically when ``device`` resolves to ``cuda``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_BUNDLE_DIR = REPO_ROOT / "models" / "default"
+
+GiB = 1 << 30
+MiB = 1 << 20
+
+
+@functools.lru_cache(maxsize=1)
+def cuda_device_count() -> int:
+    """Number of CUDA devices CTranslate2 can use (0 when built without CUDA or none present)."""
+    try:
+        import ctranslate2
+
+        return int(ctranslate2.get_cuda_device_count())
+    except Exception:  # pragma: no cover - depends on the machine
+        return 0
+
+
+class Settings(BaseSettings):
+    """All knobs of the translation server. See docs/server.md for the table."""
+
+    model_config = SettingsConfigDict(env_prefix="LSMT_", extra="ignore")
+
+    # What to serve.
+    bundles: Annotated[list[Path], NoDecode] = Field(
+        default_factory=list,
+        description="Bundle directories. Empty: the default model directory.",
+    )
+    default_bundle_dir: Path = Field(
+        DEFAULT_BUNDLE_DIR, description="Used when no bundle is named."
+    )
+
+    # Where and how to run engines.
+    device: Literal["cpu", "cuda", "auto"] = "auto"
+    device_index: int = Field(0, ge=0)
+    compute_type: str | None = Field(
+        None, description="CTranslate2 compute type; default int8 (CPU), int8_float16 (CUDA)."
+    )
+    inter_threads: int | None = Field(
+        None, ge=1, description="Parallel batches per engine; default 2 on CPU, 1 on CUDA."
+    )
+    intra_threads: int | None = Field(
+        None, ge=0, description="Threads per batch; default 1 on CPU (2 cores), 4 on CUDA."
+    )
+    device_budget_bytes: int | None = Field(
+        None,
+        ge=1,
+        description="Bytes of loaded engines on the device; default 2 GiB CPU, 8 GiB GPU.",
+    )
+    host_budget_bytes: int = Field(
+        4 * GiB, ge=0, description="CUDA only: bytes of engines parked in host memory."
+    )
+    load_workers: int = Field(2, ge=1, description="Threads assembling/loading engines.")
+    load_retry_initial_s: float = Field(
+        5.0, ge=0, description="First retry delay after a failed engine load (doubles)."
+    )
+    load_retry_max_s: float = Field(300.0, ge=0)
+
+    # Dynamic batching.
+    max_batch_tokens: int = Field(
+        4096, ge=1, description="Source tokens per translate_batch call (beam not counted)."
+    )
+    max_batch_size: int = Field(64, ge=1, description="Sentences per translate_batch call.")
+    batch_wait_ms: float = Field(
+        5.0, ge=0, description="How long the first request waits for company."
+    )
+    queue_size: int = Field(
+        256, ge=1, description="Requests waiting per engine; beyond it: 429 + Retry-After."
+    )
+    request_timeout_s: float = Field(30.0, gt=0, description="Per request; exceeded: 504.")
+    retry_after_s: int = Field(1, ge=0, description="Retry-After sent with 429.")
+
+    # Request limits.
+    max_texts: int = Field(64, ge=1)
+    max_chars_per_text: int = Field(5000, ge=1)
+    max_request_bytes: int = Field(1 * MiB, ge=1024, description="Body size limit; beyond it: 413.")
+    default_beam_size: int = Field(4, ge=1)
+    max_beam_size: int = Field(8, ge=1)
+    max_alternatives: int = Field(4, ge=0)
+    default_max_length: int = Field(256, ge=1)
+    max_length_limit: int = Field(512, ge=1, description="Upper bound of max_length.")
+
+    # Readiness.
+    warmup_routes: Annotated[list[str] | None, NoDecode] = Field(
+        None,
+        description=(
+            'Routes loaded and translated once at start ("en-de"), or "all". '
+            "None: the first route of every bundle. []: no warm-up."
+        ),
+    )
+
+    # Security.
+    api_keys: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="Accepted API keys; empty: no authentication."
+    )
+
+    # Process.
+    graceful_timeout_s: float = Field(
+        30.0, ge=0, description="How long shutdown waits for in-flight requests."
+    )
+    log_level: str = "info"
+
+    @field_validator("api_keys", "warmup_routes", "bundles", mode="before")
+    @classmethod
+    def _split_list(cls, v):
+        """Environment values may be JSON lists or comma-separated."""
+        if isinstance(v, str):
+            text = v.strip()
+            if text.startswith("["):
+                return json.loads(text)
+            return [x.strip() for x in text.split(",") if x.strip()]
+        return v
+
+    @model_validator(mode="after")
+    def _check(self) -> Settings:
+        if self.default_beam_size > self.max_beam_size:
+            raise ValueError("default_beam_size must not exceed max_beam_size")
+        if self.default_max_length > self.max_length_limit:
+            raise ValueError("default_max_length must not exceed max_length_limit")
+        return self
+
+    # Resolved values -------------------------------------------------------------------
+
+    @property
+    def resolved_device(self) -> str:
+        if self.device == "auto":
+            return "cuda" if cuda_device_count() > 0 else "cpu"
+        return self.device
+
+    @property
+    def resolved_compute_type(self) -> str:
+        if self.compute_type:
+            return self.compute_type
+        return "int8_float16" if self.resolved_device == "cuda" else "int8"
+
+    @property
+    def resolved_inter_threads(self) -> int:
+        if self.inter_threads is not None:
+            return self.inter_threads
+        return 1 if self.resolved_device == "cuda" else 2
+
+    @property
+    def resolved_intra_threads(self) -> int:
+        if self.intra_threads is not None:
+            return self.intra_threads
+        if self.resolved_device == "cuda":
+            return 4
+        # One thread per batch; inter_threads batches in parallel use the cores.
+        return 1 if (os.cpu_count() or 1) <= 4 else 2
+
+    @property
+    def resolved_device_budget(self) -> int:
+        if self.device_budget_bytes is not None:
+            return self.device_budget_bytes
+        return 8 * GiB if self.resolved_device == "cuda" else 2 * GiB
+
+    @property
+    def bundle_dirs(self) -> list[Path]:
+        return list(self.bundles) if self.bundles else [self.default_bundle_dir]

@@ -1,0 +1,157 @@
+"""Text handling around the model: sentence splitting, rejoining, language identification.
+
+Splitting (``split_text``): the text is cut into lines first (line breaks are kept exactly,
+blank or whitespace-only lines stay as they are and are not translated); each non-blank line
+is stripped of its surrounding whitespace (kept for the rejoin) and cut into sentences by
+pysbd (``clean=False``) for the languages pysbd knows, otherwise by ``simple_split``: a
+sentence ends after ``. ! ?`` (and ``…``) followed by whitespace, or after the full-width
+CJK terminators ``。！？．｡`` with or without whitespace, closing quotes/brackets included.
+
+Rejoining (``join_line``): the translated sentences of a line are joined with one space, or
+with nothing when the target language writes without spaces (zh, ja, th, lo, km, my).
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import re
+import threading
+from dataclasses import dataclass
+
+try:  # pysbd is in the serve extra; the simple splitter works without it.
+    import pysbd
+    from pysbd.languages import LANGUAGE_CODES as _PYSBD_LANGS
+except ImportError:  # pragma: no cover
+    pysbd = None
+    _PYSBD_LANGS = {}
+
+NO_SPACE_LANGUAGES = frozenset({"zh", "ja", "th", "lo", "km", "my"})
+
+_CLOSERS = "\"'”’»)]}」』）》〉"
+_END_RE = re.compile(
+    rf"[.!?…]+[{re.escape(_CLOSERS)}]*(?=\s|$)|[。！？．｡]+[{re.escape(_CLOSERS)}]*"
+)
+
+
+def simple_split(line: str) -> list[str]:
+    """Split one line into sentences at terminal punctuation (see module doc)."""
+    out: list[str] = []
+    start = 0
+    for m in _END_RE.finditer(line):
+        seg = line[start : m.end()].strip()
+        if seg:
+            out.append(seg)
+        start = m.end()
+    rest = line[start:].strip()
+    if rest:
+        out.append(rest)
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _segmenter(lang: str):
+    return pysbd.Segmenter(language=lang, clean=False)
+
+
+_pysbd_lock = threading.Lock()
+
+
+def split_sentences(line: str, lang: str | None) -> list[str]:
+    """Sentences of one non-blank line, stripped, in order."""
+    if pysbd is not None and lang in _PYSBD_LANGS:
+        try:
+            with _pysbd_lock:  # pysbd keeps per-call state on the segmenter
+                parts = _segmenter(lang).segment(line)
+            out = [p.strip() for p in parts if p.strip()]
+            if out:
+                return out
+        except Exception:  # pysbd fails on rare inputs: fall back, never fail the request
+            pass
+    return simple_split(line) or [line.strip()]
+
+
+@dataclass
+class Line:
+    """One line of an input text: either blank (kept verbatim) or a run of sentences."""
+
+    raw: str  # without the line break
+    newline: str  # the line break that ended it ("" for the last line)
+    lead: str = ""
+    trail: str = ""
+    sentences: list[str] | None = None  # None: blank line, not translated
+
+
+def split_text(text: str, lang: str | None) -> list[Line]:
+    lines: list[Line] = []
+    for chunk in text.splitlines(keepends=True):
+        body = chunk.rstrip("\r\n")
+        nl = chunk[len(body) :]
+        if not body.strip():
+            lines.append(Line(raw=body, newline=nl))
+            continue
+        stripped = body.strip()
+        lead = body[: len(body) - len(body.lstrip())]
+        trail = body[len(body.rstrip()) :]
+        lines.append(
+            Line(
+                raw=body,
+                newline=nl,
+                lead=lead,
+                trail=trail,
+                sentences=split_sentences(stripped, lang),
+            )
+        )
+    return lines
+
+
+def sentences_of(lines: list[Line]) -> list[str]:
+    return [s for ln in lines if ln.sentences for s in ln.sentences]
+
+
+def join_text(lines: list[Line], translated: list[str], target: str) -> str:
+    """Put translated sentences back in place of the originals (see module doc)."""
+    sep = "" if target in NO_SPACE_LANGUAGES else " "
+    out: list[str] = []
+    i = 0
+    for ln in lines:
+        if ln.sentences is None:
+            out.append(ln.raw + ln.newline)
+            continue
+        n = len(ln.sentences)
+        joined = sep.join(t.strip() for t in translated[i : i + n])
+        i += n
+        out.append(ln.lead + joined + ln.trail + ln.newline)
+    return "".join(out)
+
+
+class LanguageDetector:
+    """py3langid restricted to candidate languages, one restricted copy per candidate set."""
+
+    def __init__(self) -> None:
+        from py3langid.langid import MODEL_FILE, LanguageIdentifier
+
+        self._full = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+        self.known = frozenset(self._full.labels)
+        self._by_set: dict[frozenset[str], object] = {}
+        self._lock = threading.Lock()
+
+    def _identifier(self, langs: frozenset[str]):
+        with self._lock:
+            ident = self._by_set.get(langs)
+            if ident is None:
+                ident = copy.copy(self._full)
+                ident.set_languages(sorted(langs))
+                self._by_set[langs] = ident
+            return ident
+
+    def detect(self, text: str, candidates: frozenset[str] | set[str]) -> tuple[str, float]:
+        """Most likely language among ``candidates`` (those py3langid knows) and its
+        probability. With one candidate it is returned with confidence 1."""
+        langs = frozenset(c for c in candidates if c in self.known)
+        if not langs:
+            raise ValueError("none of the candidate languages is known to the detector")
+        if len(langs) == 1:
+            return next(iter(langs)), 1.0
+        lang, conf = self._identifier(langs).classify(text)
+        return lang, float(conf)

@@ -1,0 +1,190 @@
+"""Fixtures for the server tests: a real tiny bundle and real uvicorn servers on loopback.
+
+The bundle (tests/bundles.py: a tiny model briefly trained on real verses, separate decoders
+so every target language has its own module file and engine) takes a while to train on two
+cores, so it is cached in pytest's cache directory under a hash of the code that produces it;
+any change to the bundle format, the exporter or tests/bundles.py rebuilds it.
+Set LSMT_TEST_REBUILD_BUNDLE=1 to force a rebuild.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+LANGUAGES = ("de", "en", "fr")
+BUNDLE_KW = dict(model_overrides={"decoder_sharing": "separate"}, steps=300, name="tiny")
+
+
+def _source_hash() -> str:
+    h = hashlib.sha256(repr(sorted(BUNDLE_KW.items())).encode())
+    # What decides the bundle on disk: its format (manifest, tags), the exporter and the
+    # recipe in tests/bundles.py. Training internals are covered by the parity tests.
+    files = [ROOT / "tests" / "bundles.py"]
+    files += [ROOT / "model_export" / f for f in ("manifest.py", "tags.py", "from_torch.py")]
+    for f in files:
+        h.update(f.relative_to(ROOT).as_posix().encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+@pytest.fixture(scope="session")
+def tiny_bundle(request) -> Path:
+    """Path of a real tiny bundle (languages de, en, fr; all six routes; one engine per
+    target language). Treat as read-only; copy it before changing it."""
+    cache_root = Path(request.config.cache.mkdir("lsmt-server-bundles"))
+    out = cache_root / _source_hash()
+    bundle = out / "bundle"
+    if os.environ.get("LSMT_TEST_REBUILD_BUNDLE") == "1" and out.exists():
+        shutil.rmtree(out)
+    if not (bundle / "manifest.json").is_file():
+        from tests.bundles import make_tiny_bundle
+
+        tmp = cache_root / f"{out.name}.tmp{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        make_tiny_bundle(tmp, languages=LANGUAGES, **BUNDLE_KW)
+        shutil.rmtree(out, ignore_errors=True)
+        tmp.rename(out)
+    return bundle
+
+
+@pytest.fixture
+def bundle_copy(tiny_bundle, tmp_path) -> Path:
+    """A private, writable copy of the tiny bundle."""
+    dst = tmp_path / "bundle"
+    shutil.copytree(tiny_bundle, dst)
+    return dst
+
+
+class LiveServer:
+    """The real app under a real uvicorn on 127.0.0.1, run in a thread of the test process
+    (so tests may also look at ``state``: the registry and its counters)."""
+
+    def __init__(self, app) -> None:
+        import uvicorn
+
+        self.app = app
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = uvicorn.Config(
+            app, log_level="warning", lifespan="on", access_log=False, timeout_graceful_shutdown=5
+        )
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(
+            target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True
+        )
+
+    @property
+    def state(self):
+        return self.app.state.lsmt
+
+    def start(self) -> LiveServer:
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.02)
+        return self
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=30)
+        self.sock.close()
+
+    def client(self, **kw) -> httpx.Client:
+        return httpx.Client(base_url=self.url, timeout=kw.pop("timeout", 60), **kw)
+
+    def wait_ready(self, timeout: float = 60) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        with self.client() as c:
+            while True:
+                r = c.get("/readyz")
+                body = r.json()
+                if body["warmup"]["done"] or time.monotonic() > deadline:
+                    return body
+                time.sleep(0.05)
+
+
+def _factory(tiny_bundle):
+    from server.app import create_app
+    from server.settings import Settings
+
+    servers: list[LiveServer] = []
+
+    def make(bundle_dirs=None, loader=None, **overrides) -> LiveServer:
+        overrides.setdefault("warmup_routes", [])
+        settings = Settings(bundles=bundle_dirs or [tiny_bundle], device="cpu", **overrides)
+        srv = LiveServer(create_app(settings, loader=loader)).start()
+        servers.append(srv)
+        return srv
+
+    return make, servers
+
+
+@pytest.fixture
+def make_server(tiny_bundle) -> Iterator[Callable[..., LiveServer]]:
+    """make_server(bundle_dirs=None, loader=None, **settings) -> started LiveServer, stopped
+    at the end of the test. Warm-up is off unless ``warmup_routes`` is given."""
+    make, servers = _factory(tiny_bundle)
+    yield make
+    for s in servers:
+        s.stop()
+
+
+@pytest.fixture(scope="module")
+def module_server(tiny_bundle) -> Iterator[Callable[..., LiveServer]]:
+    """Like make_server, but the servers live until the end of the test module."""
+    make, servers = _factory(tiny_bundle)
+    yield make
+    for s in servers:
+        s.stop()
+
+
+def slow_loader(delay_s: float, calls: list | None = None, load_delay_s: float = 0.0):
+    """The real loader, but every translate_batch sleeps ``delay_s`` first (to hold batches in
+    flight) and every load sleeps ``load_delay_s`` (to widen the cold-start window).
+    ``calls`` collects (src, tgt) of each load."""
+    from server.engines import default_loader
+
+    def load(bundle, src, tgt, settings):
+        if calls is not None:
+            calls.append((src, tgt))
+        time.sleep(load_delay_s)
+        translator, nbytes = default_loader(bundle, src, tgt, settings)
+        return SlowTranslator(translator, delay_s), nbytes
+
+    return load
+
+
+class SlowTranslator:
+    def __init__(self, inner, delay_s: float) -> None:
+        self.inner = inner
+        self.delay_s = delay_s
+
+    def translate_batch(self, *args, **kwargs):
+        time.sleep(self.delay_s)
+        return self.inner.translate_batch(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+@pytest.fixture
+def slow() -> Callable[..., Any]:
+    """slow(delay_s, calls=None, load_delay_s=0.0) -> loader (see slow_loader)."""
+    return slow_loader

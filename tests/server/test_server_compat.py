@@ -1,0 +1,201 @@
+"""LibreTranslate compatibility (with the real libretranslatepy client), API keys, metrics."""
+
+from __future__ import annotations
+
+import urllib.error
+
+import httpx
+import pytest
+from libretranslatepy import LibreTranslateAPI
+from prometheus_client.parser import text_string_to_metric_families
+
+EN = "And Jesus said unto them, Follow me."
+DE = "Und Jesus sprach zu ihnen: Folgt mir nach, und ich will euch zu Menschenfischern machen."
+
+
+@pytest.fixture(scope="module")
+def srv(module_server):
+    return module_server()
+
+
+@pytest.fixture(scope="module")
+def keyed(module_server):
+    return module_server(api_keys=["s3cret-key", "other-key"])
+
+
+# LibreTranslate ---------------------------------------------------------------------------
+
+
+def test_libretranslatepy_client_end_to_end(srv):
+    lt = LibreTranslateAPI(srv.url)
+    langs = lt.languages()
+    assert [lang["code"] for lang in langs] == ["de", "en", "fr"]
+    assert {"code": "en", "name": "English", "targets": ["de", "fr"]} in langs
+    out = lt.translate(EN, "en", "de")
+    assert isinstance(out, str) and out.strip() and out != EN
+    # Same text as the native API.
+    native = httpx.post(
+        f"{srv.url}/v1/translate", json={"text": EN, "source": "en", "target": "de"}
+    ).json()
+    assert out == native["translations"][0]["text"]
+    assert lt.translate(DE, "auto", "en").strip()
+    detected = lt.detect(DE)
+    assert detected[0]["language"] == "de" and 50 < detected[0]["confidence"] <= 100
+
+
+def test_libretranslatepy_errors_are_http_errors(srv):
+    lt = LibreTranslateAPI(srv.url)
+    with pytest.raises(urllib.error.HTTPError) as info:
+        lt.translate(EN, "en", "xx")
+    assert info.value.code == 400
+    body = info.value.read().decode()
+    assert "Unknown target language 'xx'" in body
+
+
+def test_lt_json_list_auto_alternatives(srv):
+    r = httpx.post(
+        f"{srv.url}/translate",
+        json={"q": [DE, EN], "source": "auto", "target": "fr", "alternatives": 2, "format": "text"},
+    )
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert len(body["translatedText"]) == 2
+    assert [d["language"] for d in body["detectedLanguage"]] == ["de", "en"]
+    assert all(len(a) == 2 for a in body["alternatives"])
+
+
+def test_lt_single_auto_has_detected_language(srv):
+    body = httpx.post(
+        f"{srv.url}/translate", json={"q": DE, "source": "auto", "target": "en"}
+    ).json()
+    assert body["detectedLanguage"]["language"] == "de"
+    assert isinstance(body["translatedText"], str)
+
+
+def test_lt_html_keeps_markup(srv):
+    html = (
+        '<p class="x">And Jesus said unto them, Follow me.</p>\n<b>Amen.</b><br/>'
+        "<script>var a = 'Follow me.';</script>"
+    )
+    body = httpx.post(
+        f"{srv.url}/translate", json={"q": html, "source": "en", "target": "de", "format": "html"}
+    ).json()
+    out = body["translatedText"]
+    assert out.startswith('<p class="x">') and "</p>\n<b>" in out and out.count("<br/>") == 1
+    assert "<script>var a = 'Follow me.';</script>" in out
+    inner = out[len('<p class="x">') : out.index("</p>")]
+    assert inner.strip() and inner != "And Jesus said unto them, Follow me."
+
+
+def test_lt_errors_are_libretranslate_shaped(srv):
+    r = httpx.post(f"{srv.url}/translate", data={"source": "en", "target": "de"})
+    assert r.status_code == 400 and "'q'" in r.json()["error"]
+    assert r.json()["details"]["code"] == "missing_field"
+    r = httpx.post(
+        f"{srv.url}/translate", json={"q": "x", "source": "en", "target": "de", "format": "pdf"}
+    )
+    assert r.status_code == 400 and r.json()["details"]["allowed"] == ["text", "html"]
+    r = httpx.post(
+        f"{srv.url}/translate", content=b"{oops", headers={"content-type": "application/json"}
+    )
+    assert r.status_code == 400 and r.json()["details"]["code"] == "malformed_json"
+    r = httpx.post(f"{srv.url}/translate", content=b"x", headers={"content-type": "text/csv"})
+    assert r.status_code == 415
+
+
+# API keys -----------------------------------------------------------------------------------
+
+
+def test_api_keys_required_when_configured(keyed):
+    url = f"{keyed.url}/v1/translate"
+    body = {"text": EN, "source": "en", "target": "de"}
+    r = httpx.post(url, json=body)
+    assert r.status_code == 401 and r.json()["error"]["code"] == "missing_api_key"
+    assert "API key is required" in r.json()["error"]["message"]
+    r = httpx.post(url, json=body, headers={"Authorization": "Bearer wrong"})
+    assert r.status_code == 403 and r.json()["error"]["code"] == "invalid_api_key"
+    assert (
+        httpx.post(url, json=body, headers={"Authorization": "Bearer s3cret-key"}).status_code
+        == 200
+    )
+    assert httpx.post(url, json=body, headers={"X-API-Key": "other-key"}).status_code == 200
+    # Operations endpoints stay open.
+    assert httpx.get(f"{keyed.url}/healthz").status_code == 200
+    assert httpx.get(f"{keyed.url}/metrics").status_code == 200
+
+
+def test_api_keys_with_libretranslate_client(keyed):
+    assert LibreTranslateAPI(keyed.url, api_key="s3cret-key").translate(EN, "en", "de")
+    with pytest.raises(urllib.error.HTTPError) as info:
+        LibreTranslateAPI(keyed.url, api_key="nope").translate(EN, "en", "de")
+    assert info.value.code == 403
+    with pytest.raises(urllib.error.HTTPError) as info:
+        LibreTranslateAPI(keyed.url).translate(EN, "en", "de")
+    assert info.value.code == 401
+
+
+def test_api_keys_off_by_default(srv):
+    r = httpx.post(f"{srv.url}/v1/translate", json={"text": EN, "source": "en", "target": "de"})
+    assert r.status_code == 200
+
+
+# Metrics -------------------------------------------------------------------------------------
+
+
+def samples(url: str) -> dict[tuple[str, tuple], float]:
+    text = httpx.get(f"{url}/metrics").text
+    out = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def test_metrics_count_correctly(make_server):
+    srv = make_server()
+    two = "And Jesus said unto them, Follow me. And they left their nets."
+    for _ in range(3):
+        r = httpx.post(
+            f"{srv.url}/v1/translate",
+            json={"text": two, "source": "en", "target": "de", "beam_size": 1},
+        )
+        assert r.status_code == 200
+    assert (
+        httpx.post(f"{srv.url}/v1/translate", json={"text": "x", "target": "xx"}).status_code == 400
+    )
+    assert httpx.get(f"{srv.url}/v1/models").status_code == 200
+    s = samples(srv.url)
+
+    def v(name, **labels):
+        return s.get((name, tuple(sorted(labels.items()))), 0.0)
+
+    ep = "/v1/translate"
+    assert v("lsmt_http_requests_total", endpoint=ep, status="200") == 3
+    assert v("lsmt_http_requests_total", endpoint=ep, status="400") == 1
+    assert v("lsmt_http_requests_total", endpoint="/v1/models", status="200") == 1
+    assert v("lsmt_http_request_duration_seconds_count", endpoint=ep, status="200") == 3
+    assert v("lsmt_http_request_duration_seconds_sum", endpoint=ep, status="200") > 0
+    for stage in ("queue_wait", "tokenize", "detokenize"):
+        assert v("lsmt_stage_duration_seconds_count", stage=stage) == 3, stage
+    assert 1 <= v("lsmt_stage_duration_seconds_count", stage="translate") <= 3
+    assert v("lsmt_batch_size_sum") == 6  # two sentences per request
+    assert v("lsmt_batch_tokens_sum") == v("lsmt_tokens_total", direction="input") > 6
+    assert v("lsmt_tokens_total", direction="output") > 0
+    assert v("lsmt_engine_loads_total", engine="tiny:shared+tgt/de") == 1
+    assert v("lsmt_engine_load_seconds_count") == 1
+    assert v("lsmt_engines_loaded", tier="device") == 1
+    assert v("lsmt_engine_bytes", tier="device") == srv.state.registry.device_bytes > 0
+    assert v("lsmt_queue_depth", engine="tiny:shared+tgt/de") == 0
+    # Bounded labels: no raw paths, no request ids.
+    assert httpx.get(f"{srv.url}/no/such/path/123").status_code == 404
+    s = samples(srv.url)
+    endpoints = {dict(k[1]).get("endpoint") for k in s if k[0] == "lsmt_http_requests_total"}
+    assert "unmatched" in endpoints and not any("123" in (e or "") for e in endpoints)
+
+
+def test_two_apps_in_one_process_do_not_collide(make_server):
+    a, b = make_server(), make_server()
+    httpx.get(f"{a.url}/healthz")
+    sa, sb = samples(a.url), samples(b.url)
+    key = ("lsmt_http_requests_total", (("endpoint", "/healthz"), ("status", "200")))
+    assert sa[key] == 1 and key not in sb

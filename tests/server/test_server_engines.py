@@ -1,0 +1,220 @@
+"""Engines under stress: overload, timeouts, corrupt modules, eviction, single-flight loads."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+
+EN = "And Jesus said unto them, Follow me."
+SENTENCES = {
+    "en": "And Jesus said unto them, Follow me.",
+    "de": "Und Jesus sprach zu ihnen: Folgt mir nach.",
+    "fr": "Et Jésus leur dit: Suivez-moi.",
+}
+
+
+def post(url: str, body: dict, timeout: float = 60) -> tuple[int, dict, dict, float]:
+    t0 = time.perf_counter()
+    r = httpx.post(f"{url}/v1/translate", json=body, timeout=timeout)
+    return r.status_code, r.json(), dict(r.headers), time.perf_counter() - t0
+
+
+def fire(url: str, bodies: list[dict], workers: int | None = None):
+    with ThreadPoolExecutor(workers or len(bodies)) as pool:
+        return list(pool.map(lambda b: post(url, b), bodies))
+
+
+def test_overload_answers_429_at_once_and_every_request_is_answered(make_server, slow):
+    srv = make_server(
+        loader=slow(1.0),
+        queue_size=1,
+        max_batch_size=1,
+        inter_threads=1,
+        batch_wait_ms=0,
+        retry_after_s=2,
+    )
+    body = {"text": EN, "source": "en", "target": "de", "beam_size": 1}
+    assert post(srv.url, body)[0] == 200  # load it first: measure the queue, not the load
+    results = fire(srv.url, [body] * 10)
+    codes = [r[0] for r in results]
+    assert set(codes) <= {200, 429}, codes
+    assert codes.count(200) >= 2 and codes.count(429) >= 5, codes
+    for code, payload, headers, seconds in results:
+        if code == 429:
+            assert payload["error"]["code"] == "queue_full"
+            assert headers["retry-after"] == "2"
+            assert "busy" in payload["error"]["message"] and payload["error"]["limit"] == 1
+            assert seconds < 0.9, seconds  # refused at once, not after a batch (1 s)
+    assert post(srv.url, body)[0] == 200  # recovered
+    assert srv.state.metrics.rejected.labels("queue_full")._value.get() == codes.count(429)
+
+
+def test_request_timeout_answers_504(make_server, slow):
+    srv = make_server(loader=slow(1.5), request_timeout_s=0.5)
+    code, payload, _, seconds = post(srv.url, {"text": EN, "source": "en", "target": "de"})
+    assert code == 504 and payload["error"]["code"] == "timeout"
+    assert payload["error"]["limit_s"] == 0.5 and 0.45 < seconds < 1.4
+
+
+def _corrupt(bundle, lang: str) -> None:
+    path = bundle / "modules" / "tgt" / f"{lang}.safetensors"
+    data = path.read_bytes()
+    path.write_bytes(b"\xff" * 64 + data[64 : len(data) // 2])
+
+
+def test_corrupt_module_fails_that_key_only(make_server, bundle_copy, tiny_bundle):
+    _corrupt(bundle_copy, "de")
+    srv = make_server(bundle_dirs=[bundle_copy], warmup_routes=["en-fr"], load_retry_initial_s=0.6)
+    assert srv.wait_ready()["ready"]
+    with srv.client() as c:
+        r = c.post("/v1/translate", json={"text": EN, "source": "en", "target": "de"})
+        assert r.status_code == 503, r.text
+        e = r.json()["error"]
+        assert e["code"] == "engine_unavailable" and e["engine"] == "tiny:shared+tgt/de"
+        assert "tgt/de" in e["message"] and "Traceback" not in e["message"]
+        assert int(r.headers["retry-after"]) >= 1
+        # Other keys, including another route of the same source, are fine.
+        for src, tgt in (("en", "fr"), ("de", "en"), ("fr", "en")):
+            r2 = c.post(
+                "/v1/translate", json={"text": SENTENCES[src], "source": src, "target": tgt}
+            )
+            assert r2.status_code == 200, r2.text
+        # Readiness reflects it, without taking the whole server out.
+        ready = c.get("/readyz")
+        assert ready.status_code == 200
+        assert ready.json()["status"] == "degraded"
+        assert "tgt/de" in ready.json()["failed_engines"]["tiny:shared+tgt/de"]
+        models = {e["key"]: e for e in c.get("/v1/models").json()["engines"]}
+        assert models["tiny:shared+tgt/de"]["state"] == "failed"
+        assert (
+            models["tiny:shared+tgt/de"]["error"] and models["tiny:shared+tgt/de"]["failures"] == 1
+        )
+        # Within the backoff: answered at once, no new load attempt.
+        t0 = time.perf_counter()
+        r = c.post("/v1/translate", json={"text": EN, "source": "fr", "target": "de"})
+        assert r.status_code == 503 and time.perf_counter() - t0 < 0.3
+        after = {e["key"]: e for e in c.get("/v1/models").json()["engines"]}
+        assert after["tiny:shared+tgt/de"]["failures"] == 1
+        # Fixed on disk: retried after the backoff, then served.
+        shutil.copyfile(
+            tiny_bundle / "modules/tgt/de.safetensors", bundle_copy / "modules/tgt/de.safetensors"
+        )
+        time.sleep(0.7)
+        r = c.post("/v1/translate", json={"text": EN, "source": "en", "target": "de"})
+        assert r.status_code == 200, r.text
+        assert c.get("/readyz").json()["status"] == "ready"
+
+
+def test_failed_warmup_makes_server_not_ready(make_server, bundle_copy):
+    _corrupt(bundle_copy, "de")
+    srv = make_server(bundle_dirs=[bundle_copy], warmup_routes=["en-de"])
+    body = srv.wait_ready()
+    with srv.client() as c:
+        r = c.get("/readyz")
+    assert r.status_code == 503 and body["status"] == "not_ready"
+    assert "en-de" in body["warmup"]["errors"] and "warm-up failed" in body["problems"]
+
+
+def test_eviction_under_small_budget_while_requests_run(make_server):
+    # Size of one engine (all three are the same size: one decoder per target).
+    probe = make_server()
+    assert post(probe.url, {"text": EN, "source": "en", "target": "de"})[0] == 200
+    size = probe.state.registry.device_bytes
+    assert size > 0
+    budget = int(size * 1.5)  # room for one engine at a time
+    srv = make_server(device_budget_bytes=budget, request_timeout_s=60)
+    reg = srv.state.registry
+    peak = [0]
+    stop = threading.Event()
+
+    def monitor():
+        while not stop.is_set():
+            peak[0] = max(peak[0], reg.device_bytes)
+            time.sleep(0.002)
+
+    mon = threading.Thread(target=monitor)
+    mon.start()
+    routes = [("en", "de"), ("de", "fr"), ("fr", "en"), ("en", "fr"), ("fr", "de"), ("de", "en")]
+    bodies = [
+        {"text": SENTENCES[s], "source": s, "target": t, "beam_size": 1}
+        for _ in range(4)
+        for s, t in routes
+    ]
+    try:
+        results = fire(srv.url, bodies, workers=6)
+    finally:
+        stop.set()
+        mon.join()
+    assert [r[0] for r in results] == [200] * len(bodies), [r[1] for r in results if r[0] != 200]
+    assert peak[0] <= budget and reg.device_bytes <= budget
+    evictions = srv.state.metrics.engine_evictions.labels("device")._value.get()
+    assert evictions >= 2 and reg.load_count >= 3
+    # Same translations as an unconstrained server.
+    for (_, payload, _, _), body in zip(results[:6], bodies[:6], strict=True):
+        ref = post(probe.url, body)[1]
+        assert payload["translations"][0]["text"] == ref["translations"][0]["text"]
+
+
+def test_single_flight_loading(make_server, slow):
+    calls: list = []
+    srv = make_server(loader=slow(0.0, calls=calls, load_delay_s=0.5))
+    body = {"text": EN, "source": "en", "target": "de", "beam_size": 1}
+    fr_body = {"text": SENTENCES["de"], "source": "de", "target": "fr", "beam_size": 1}
+    results = fire(srv.url, [body] * 8 + [fr_body] * 3)
+    assert [r[0] for r in results] == [200] * 11
+    assert sorted(calls) == [("de", "fr"), ("en", "de")]  # one load per key
+    assert srv.state.registry.load_count == 2
+    # Counted in the metrics too.
+    with srv.client() as c:
+        text = c.get("/metrics").text
+    assert 'lsmt_engine_loads_total{engine="tiny:shared+tgt/de"} 1.0' in text
+    assert 'lsmt_engine_loads_total{engine="tiny:shared+tgt/fr"} 1.0' in text
+    # A route sharing the key reuses the engine: no new load.
+    assert post(srv.url, {"text": SENTENCES["fr"], "source": "fr", "target": "de"})[0] == 200
+    assert len(calls) == 2
+
+
+def test_concurrent_requests_share_batches(make_server, slow):
+    srv = make_server(loader=slow(0.05), batch_wait_ms=20, inter_threads=1)
+    body = {"text": EN, "source": "en", "target": "de", "beam_size": 1}
+    assert post(srv.url, body)[0] == 200
+    m = srv.state.metrics
+    before_batches = m.batch_size._sum.get(), sum(b.get() for b in m.batch_size._buckets)
+    results = fire(srv.url, [body] * 12)
+    assert all(r[0] == 200 for r in results)
+    sentences = m.batch_size._sum.get() - before_batches[0]
+    batches = sum(b.get() for b in m.batch_size._buckets) - before_batches[1]
+    assert sentences == 12 and batches < 12 / 2, (sentences, batches)
+
+
+class BrokenTranslator:
+    def translate_batch(self, *args, **kwargs):
+        raise RuntimeError("secret internal detail /opt/weights")
+
+
+def test_unexpected_error_is_500_with_request_id_and_no_internals(make_server, caplog):
+    srv = make_server(loader=lambda b, s, t, st: (BrokenTranslator(), 1000))
+    with caplog.at_level("ERROR"):
+        r = httpx.post(
+            f"{srv.url}/v1/translate",
+            headers={"X-Request-ID": "req-42"},
+            json={"text": EN, "source": "en", "target": "de"},
+        )
+    assert r.status_code == 500
+    body = r.json()
+    assert body["error"]["code"] == "internal_error" and body["request_id"] == "req-42"
+    assert "req-42" in body["error"]["message"] and "secret" not in r.text
+    assert any("req-42" in rec.getMessage() for rec in caplog.records)
+    assert any("secret internal detail" in str(rec.exc_info) for rec in caplog.records)
+
+
+def test_lone_request_does_not_wait_for_company(make_server):
+    srv = make_server(batch_wait_ms=400)
+    body = {"text": EN, "source": "en", "target": "de", "beam_size": 1}
+    assert post(srv.url, body)[0] == 200  # load
+    seconds = min(post(srv.url, body)[3] for _ in range(3))
+    assert seconds < 0.3, seconds  # dispatched at once, not after 400 ms

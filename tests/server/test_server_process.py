@@ -1,0 +1,151 @@
+"""The server as a process: graceful shutdown with requests in flight, and the CLI."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+TEXTS = [
+    "And Jesus said unto them, Follow me.",
+    "And they left their nets.",
+    "And he went up into a mountain.",
+    "Blessed are the meek.",
+    "And he taught them, saying.",
+    "Ye are the salt of the earth.",
+]
+
+
+def _in_flight(url: str) -> float:
+    for line in httpx.get(f"{url}/metrics", timeout=5).text.splitlines():
+        if line.startswith("lsmt_http_requests_in_flight "):
+            return float(line.split()[1])
+    return 0.0
+
+
+def test_sigterm_finishes_in_flight_requests(tiny_bundle):
+    proc = subprocess.Popen(
+        [sys.executable, str(HERE / "serve_slow.py"), str(tiny_bundle), "0.6"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    try:
+        port = int(proc.stdout.readline().split()[1])
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read()
+            time.sleep(0.1)
+
+        results: dict[int, tuple[int, str]] = {}
+
+        def call(i: int) -> None:
+            try:
+                r = httpx.post(
+                    f"{url}/v1/translate",
+                    timeout=30,
+                    json={"text": TEXTS[i], "source": "en", "target": "de"},
+                )
+                results[i] = (r.status_code, r.json()["translations"][0]["text"])
+            except Exception as exc:
+                results[i] = (0, repr(exc))
+
+        threads = [threading.Thread(target=call, args=(i,)) for i in range(len(TEXTS))]
+        for t in threads:
+            t.start()
+        # Every request is inside the server (6 + this metrics request) before SIGTERM;
+        # at 2 sentences per 0.6 s batch they need ~1.8 s to finish.
+        deadline = time.monotonic() + 10
+        while _in_flight(url) < len(TEXTS) + 1:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        t_term = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        # New connections are refused soon after, while the in-flight ones still run.
+        refused = False
+        while time.monotonic() - t_term < 1.0 and not refused:
+            try:
+                httpx.get(f"{url}/healthz", timeout=0.5)
+                time.sleep(0.05)
+            except httpx.TransportError:
+                refused = True
+        for t in threads:
+            t.join(timeout=30)
+        assert refused
+        assert [results[i][0] for i in range(len(TEXTS))] == [200] * len(TEXTS), results
+        assert all(results[i][1].strip() for i in range(len(TEXTS)))
+        assert proc.wait(timeout=30) == 0
+        assert time.monotonic() - t_term > 0.6  # it did wait for the batches
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "server", *args],
+        cwd=ROOT,
+        text=True,
+        capture_output=True,
+        timeout=60,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_cli_without_default_model_says_what_is_missing(tmp_path):
+    missing = tmp_path / "models" / "default"
+    r = _run_cli(env={"LSMT_DEFAULT_BUNDLE_DIR": str(missing)})
+    assert r.returncode != 0
+    assert str(missing) in r.stderr and "does not exist" in r.stderr
+    assert "python -m server BUNDLE_DIR" in r.stderr
+
+
+def test_cli_with_invalid_bundle(tmp_path):
+    (tmp_path / "b").mkdir()
+    r = _run_cli(str(tmp_path / "b"))
+    assert r.returncode != 0 and "not valid" in r.stderr and "manifest.json" in r.stderr
+    r = _run_cli(str(tmp_path / "nope"))
+    assert r.returncode != 0 and "does not exist" in r.stderr
+
+
+def test_cli_help():
+    r = _run_cli("--help")
+    assert r.returncode == 0 and "--port" in r.stdout and "BUNDLE" in r.stdout.upper()
+
+
+def test_server_process_never_imports_torch(tiny_bundle):
+    # As `python -m server` does: block torch, then assemble, load and run an engine.
+    code = f"""
+import sys
+from server.__main__ import block_torch
+block_torch()
+from server.bundles import load_served_bundle
+from server.engines import default_loader
+from server.settings import Settings
+b = load_served_bundle({str(tiny_bundle)!r})
+t, n = default_loader(b.bundle, "en", "de", Settings(device="cpu"))
+out = t.translate_batch([b.encode("Follow me.", "en", "de")], beam_size=1)
+assert n > 0 and out[0].hypotheses[0]
+print(sys.modules.get("torch") is not None)
+"""
+    r = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "False"

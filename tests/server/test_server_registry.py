@@ -1,0 +1,207 @@
+"""The engine registry on its own: tiers, eviction order, failures, budgets.
+
+The CUDA host tier is checked with a stand-in translator that behaves like CTranslate2's
+(``unload_model(to_cpu=True)`` parks it, ``model_is_loaded`` tells whether that happened,
+``load_model`` restores it), so it runs without a GPU; the same flow on a real GPU runs in
+``test_cuda_host_tier_on_real_gpu`` where one is present.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from server.bundles import load_served_bundle
+from server.engines import EngineRegistry, EngineUnavailable, State
+from server.metrics import Metrics
+from server.settings import Settings
+
+SIZE = 1000
+
+
+class FakeTranslator:
+    def __init__(self, route, busy: bool = False) -> None:
+        self.route = route
+        self.model_is_loaded = True
+        self.busy = busy  # CTranslate2 ignores unload_model(to_cpu=True) while busy
+        self.log: list[str] = []
+
+    def unload_model(self, to_cpu: bool = False) -> None:
+        self.log.append(f"unload(to_cpu={to_cpu})")
+        if not self.busy:
+            self.model_is_loaded = False
+
+    def load_model(self) -> None:
+        self.log.append("load")
+        self.model_is_loaded = True
+
+
+@pytest.fixture
+def served(tiny_bundle):
+    return load_served_bundle(tiny_bundle)
+
+
+def registry(**overrides):
+    calls: list = []
+    made: dict = {}
+
+    def loader(bundle, src, tgt, settings):
+        calls.append(tgt)
+        if tgt == "xx":
+            raise RuntimeError("boom")
+        made[tgt] = FakeTranslator((src, tgt), busy=overrides.pop("busy_" + tgt, False))
+        return made[tgt], SIZE
+
+    settings = Settings(device=overrides.pop("device", "cuda"), compute_type="int8", **overrides)
+    return EngineRegistry(settings, Metrics(), loader), calls, made
+
+
+async def use(reg, served, src, tgt):
+    e = await reg.acquire(served, (src, tgt))
+    reg.release(e)
+    return e
+
+
+def states(reg):
+    return {k.rsplit("/", 1)[1]: e.state.value for k, e in reg.engines.items()}
+
+
+def test_cuda_eviction_moves_to_host_then_drops(served):
+    async def run():
+        reg, calls, made = registry(
+            device_budget_bytes=int(SIZE * 1.5), host_budget_bytes=int(SIZE * 1.5)
+        )
+        await use(reg, served, "en", "de")
+        await use(reg, served, "de", "en")  # de -> host
+        assert states(reg) == {"de": "host", "en": "loaded"}
+        assert made["de"].log == ["unload(to_cpu=True)"]
+        assert reg.device_bytes == SIZE and reg.host_bytes == SIZE
+        await use(reg, served, "en", "fr")  # en -> host, host over budget: drop de (LRU)
+        assert states(reg) == {"de": "unloaded", "en": "host", "fr": "loaded"}
+        assert made["de"].log[-1] == "unload(to_cpu=False)"
+        # Back from host: load_model, no new assembly.
+        await use(reg, served, "fr", "en")
+        assert made["en"].log[-1] == "load" and calls == ["de", "en", "fr"]
+        assert states(reg) == {"de": "unloaded", "en": "loaded", "fr": "host"}
+        m = reg.metrics
+        assert m.engine_evictions.labels("device")._value.get() == 3
+        assert m.engine_evictions.labels("host")._value.get() == 1
+        reg._update_gauges()
+        assert m.engine_bytes.labels("host")._value.get() == SIZE
+
+    asyncio.run(run())
+
+
+def test_cuda_unload_that_does_not_happen_drops_instead(served):
+    async def run():
+        reg, _, made = registry(device_budget_bytes=int(SIZE * 1.5), busy_de=True)
+        await use(reg, served, "en", "de")
+        await use(reg, served, "de", "en")
+        # model_is_loaded stayed True: not counted as host memory, dropped.
+        assert states(reg)["de"] == "unloaded" and reg.host_bytes == 0
+        assert made["de"].log == ["unload(to_cpu=True)", "unload(to_cpu=False)"]
+
+    asyncio.run(run())
+
+
+def test_cpu_eviction_is_lru_and_never_takes_engines_in_use(served):
+    async def run():
+        reg, _, _ = registry(device="cpu", device_budget_bytes=SIZE * 2)
+        held = await reg.acquire(served, ("en", "de"))  # in use throughout
+        await use(reg, served, "de", "en")
+        await use(reg, served, "en", "fr")  # must evict "en" (idle), not "de" (in use)
+        assert states(reg) == {"de": "loaded", "en": "unloaded", "fr": "loaded"}
+        assert reg.device_bytes <= SIZE * 2
+        reg.release(held)
+
+    asyncio.run(run())
+
+
+def test_budget_held_by_busy_engines_is_transient_not_a_failure(served):
+    async def run():
+        reg, calls, _ = registry(device="cpu", device_budget_bytes=SIZE, request_timeout_s=0.3)
+        held = await reg.acquire(served, ("en", "de"))
+        assert calls == ["de"]
+        with pytest.raises(EngineUnavailable) as info:
+            await reg.acquire(served, ("de", "en"))
+        assert "in use" in info.value.reason and info.value.retry_after == 1.0
+        e = reg.engines["tiny:shared+tgt/en"]
+        assert e.state == State.UNLOADED and e.failures == 0
+        reg.release(held)
+        await use(reg, served, "de", "en")  # now it fits (en-de is idle, evicted)
+        assert calls == ["de", "en"]  # the refused load never started assembling
+
+    asyncio.run(run())
+
+
+def test_engine_larger_than_budget_fails_with_reason(served):
+    async def run():
+        reg, _, _ = registry(device="cpu", device_budget_bytes=SIZE - 1)
+        with pytest.raises(EngineUnavailable) as info:
+            await reg.acquire(served, ("en", "de"))
+        assert "1000 bytes" in info.value.reason and "LSMT_DEVICE_BUDGET_BYTES" in info.value.reason
+
+    asyncio.run(run())
+
+
+def test_failed_load_backs_off_exponentially(served, monkeypatch):
+    import server.engines as engines
+
+    now = [1000.0]
+    monkeypatch.setattr(engines.time, "monotonic", lambda: now[0])
+
+    async def run():
+        reg, _, _ = registry(device="cpu", load_retry_initial_s=2, load_retry_max_s=5)
+
+        def broken(bundle, src, tgt, settings):
+            raise OSError("disk on fire")
+
+        reg.loader = broken
+        with pytest.raises(EngineUnavailable) as info:
+            await reg.acquire(served, ("en", "de"))
+        assert info.value.retry_after == 2 and "disk on fire" in info.value.reason
+        now[0] += 1.0  # within the backoff: refused without trying
+        with pytest.raises(EngineUnavailable):
+            reg.check(served, ("en", "de"))
+        now[0] += 1.5  # due: tried again, fails again, backoff doubles
+        with pytest.raises(EngineUnavailable) as info:
+            await reg.acquire(served, ("fr", "de"))  # same key through another route
+        assert info.value.retry_after == 4
+        now[0] += 10
+        with pytest.raises(EngineUnavailable) as info:
+            await reg.acquire(served, ("en", "de"))
+        assert info.value.retry_after == 5  # capped
+        assert reg.engines["tiny:shared+tgt/de"].failures == 3
+        # Other keys unaffected.
+        reg.loader = lambda b, s, t, st: (FakeTranslator((s, t)), SIZE)
+        await use(reg, served, "de", "en")
+        assert reg.engines["tiny:shared+tgt/en"].state == State.LOADED
+
+    asyncio.run(run())
+
+
+def _cuda_devices() -> int:
+    from server.settings import cuda_device_count
+
+    return cuda_device_count()
+
+
+@pytest.mark.skipif(_cuda_devices() == 0, reason="no CUDA device (CTranslate2 sees none)")
+def test_cuda_host_tier_on_real_gpu(make_server):
+    import httpx
+
+    probe = make_server(device="cuda")
+    body = {"text": "And Jesus said unto them, Follow me.", "source": "en", "beam_size": 1}
+    assert httpx.post(f"{probe.url}/v1/translate", json={**body, "target": "de"}).status_code == 200
+    size = probe.state.registry.device_bytes
+    srv = make_server(
+        device="cuda", device_budget_bytes=int(size * 1.5), host_budget_bytes=int(size * 1.5)
+    )
+    for tgt in ("de", "fr", "de", "fr"):
+        r = httpx.post(f"{srv.url}/v1/translate", json={**body, "target": tgt})
+        assert r.status_code == 200, r.text
+    reg = srv.state.registry
+    assert reg.device_bytes <= size * 1.5 and reg.host_bytes <= size * 1.5
+    assert srv.state.metrics.engine_evictions.labels("device")._value.get() >= 3
+    assert reg.load_count >= 4  # restores from host count as loads
