@@ -13,7 +13,9 @@ RUN useradd --create-home --uid 10001 lsmt
 COPY pyproject.toml README.md ./
 COPY model_export ./model_export
 COPY server ./server
-COPY training/__init__.py ./training/__init__.py
+# The server reads the corpus text normalisation and language table from training.data
+# (standard library only); nothing there imports torch.
+COPY training ./training
 RUN pip install '.[serve]'
 
 COPY models ./models

@@ -9,7 +9,7 @@ TORCH := torch==2.13.0
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: serve test lint format install-serve install-all corpus tokenizer clean
+.PHONY: serve test lint format install-serve install-all corpus tokenizer default-model clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,9 @@ corpus: $(VENV)/.all-installed
 
 tokenizer: corpus
 	$(PY) -m training.tokenizer train --data data/corpus --out data/tokenizer
+
+default-model: $(VENV)/.all-installed
+	PY=$(PY) scripts/build_default_model.sh
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

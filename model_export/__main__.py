@@ -59,6 +59,12 @@ def export_main(argv: list[str]) -> int:
         help="directory with frequencies.json (default: the recipe's tokenizer)",
     )
     p.add_argument("--eval-json", type=Path, help="evaluation results to record as provenance")
+    p.add_argument(
+        "--min-chrf-gain",
+        type=float,
+        help="with --eval-json: leave out routes whose chrF beats the copy-the-source "
+        "baseline by less than this",
+    )
     args = p.parse_args(argv)
 
     from training.checkpoint import load_model
@@ -68,6 +74,11 @@ def export_main(argv: list[str]) -> int:
 
     t0 = time.perf_counter()
     model, recipe, meta = load_model(args.checkpoint, which=args.which)
+    if model.cfg.language_specific.search:
+        raise SystemExit(
+            "an architecture-search model is not exported: run `python -m training.lsl select` "
+            "and train the selected recipe"
+        )
     languages = args.languages.split(",") if args.languages else list(meta.languages)
     unknown = sorted(set(languages) - set(meta.languages))
     if unknown:
@@ -75,7 +86,13 @@ def export_main(argv: list[str]) -> int:
     routes = _routes(args.routes) or [(r.src, r.tgt) for r in meta.routes]
     routes = [r for r in routes if r[0] in languages and r[1] in languages]
     target_vocab, rule = None, None
-    if args.target_vocab_max_size:
+    saved_vocab = meta.extra.get("target_vocab")  # training.vocab: what the model trained with
+    if saved_vocab:
+        if args.target_vocab_max_size or args.target_vocab_min_count:
+            print("note: using the target vocabularies saved in the checkpoint, not K/N given")
+        target_vocab = {lang: saved_vocab["ids"][lang] for lang in languages}
+        rule = (int(saved_vocab["min_count"]), int(saved_vocab["max_size"]))
+    elif args.target_vocab_max_size:
         from training.tokenizer import load_frequencies
 
         from .bundle import read_pieces
@@ -92,6 +109,16 @@ def export_main(argv: list[str]) -> int:
             for lang in languages
         }
         rule = (k, args.target_vocab_max_size)
+    dropped: dict[str, str] = {}
+    evaluation = json.loads(args.eval_json.read_text()) if args.eval_json else None
+    if args.min_chrf_gain is not None:
+        if evaluation is None:
+            raise SystemExit("--min-chrf-gain needs --eval-json")
+        routes, dropped = routes_beating_copy(routes, evaluation, args.min_chrf_gain)
+        for key, why in dropped.items():
+            print(f"leaving out {key}: {why}")
+        if not routes:
+            raise SystemExit("no route passes --min-chrf-gain")
     provenance = {
         "recipe": recipe.model_dump(mode="json"),
         "checkpoint": str(meta.path),
@@ -99,8 +126,10 @@ def export_main(argv: list[str]) -> int:
         "best_dev_chrf": meta.best_dev_chrf,
         "tokenizer_sha256": meta.tokenizer_sha256,
     }
-    if args.eval_json:
-        provenance["evaluation"] = json.loads(args.eval_json.read_text())
+    if evaluation is not None:
+        provenance["evaluation"] = evaluation
+    if dropped:
+        provenance["dropped_routes"] = dropped
     manifest = export_bundle(
         model,
         args.out,
@@ -123,6 +152,25 @@ def export_main(argv: list[str]) -> int:
         raise SystemExit(f"verification failed: max |diff| {worst:g} > {tol:g} on {src}->{tgt}")
     print_summary(args.out, manifest, dense, worst, time.perf_counter() - t0)
     return 0
+
+
+def routes_beating_copy(
+    routes: list[tuple[str, str]], evaluation: dict, min_gain: float
+) -> tuple[list[tuple[str, str]], dict[str, str]]:
+    """Routes whose evaluated chrF exceeds the copy baseline by ``min_gain``; why others fail."""
+    kept, dropped = [], {}
+    for src, tgt in routes:
+        result = evaluation.get("directions", {}).get(f"{src}-{tgt}")
+        if result is None:
+            dropped[f"{src}-{tgt}"] = "not evaluated"
+        elif result["chrf"] - result["copy_chrf"] < min_gain:
+            dropped[f"{src}-{tgt}"] = (
+                f"chrF {result['chrf']:.1f} vs copy {result['copy_chrf']:.1f} "
+                f"(gain below {min_gain:g})"
+            )
+        else:
+            kept.append((src, tgt))
+    return kept, dropped
 
 
 def verify_against_model(model, dense, src: str, tgt: str) -> float:

@@ -13,35 +13,14 @@ from typing import Any
 
 import sentencepiece as spm
 
-LANGUAGE_NAMES = {
-    "ar": "Arabic",
-    "bn": "Bengali",
-    "de": "German",
-    "en": "English",
-    "es": "Spanish",
-    "fa": "Persian",
-    "fr": "French",
-    "hi": "Hindi",
-    "id": "Indonesian",
-    "it": "Italian",
-    "ja": "Japanese",
-    "ko": "Korean",
-    "nl": "Dutch",
-    "pl": "Polish",
-    "pt": "Portuguese",
-    "ro": "Romanian",
-    "ru": "Russian",
-    "sw": "Swahili",
-    "tl": "Tagalog",
-    "tr": "Turkish",
-    "uk": "Ukrainian",
-    "vi": "Vietnamese",
-    "zh": "Chinese",
-}
+from model_export.tags import QUALITY_TAGS, lang_tag
+from training.data.clean import normalize_text
+from training.data.languages import LANGUAGE_EDITIONS
 
 
 def language_name(code: str) -> str:
-    return LANGUAGE_NAMES.get(code, code)
+    edition = LANGUAGE_EDITIONS.get(code)
+    return edition.name if edition else code
 
 
 class ServedBundle:
@@ -57,6 +36,7 @@ class ServedBundle:
         if limit is None:
             limit = bundle.manifest.architecture.max_positions
         self.max_source_positions = int(limit)
+        self._tags = {lang_tag(lang) for lang in LANGUAGE_EDITIONS} | set(QUALITY_TAGS)
         # Engine keys are global across bundles: "<bundle>:<key>".
         self._keys = {r: self._global_key(bundle.engine_key(*r)) for r in self.routes}
 
@@ -80,16 +60,13 @@ class ServedBundle:
         return [t for s, t in self.routes if s == src]
 
     def encode(self, sentence: str, src: str, tgt: str) -> list[str]:
-        pieces = self._sp.encode(sentence, out_type=str)
+        # The corpus normalisation the model was trained on (NFC, spacing, CJK spaces).
+        pieces = self._sp.encode(normalize_text(sentence, src), out_type=str)
         return list(self.bundle.source_pieces(pieces, src, tgt))
 
     def decode(self, pieces: list[str]) -> str:
-        # Drop anything that is a tag (the model may emit one), keep the rest.
-        return self._sp.decode_pieces([p for p in pieces if not _is_tag(p)])
-
-
-def _is_tag(piece: str) -> bool:
-    return len(piece) > 2 and piece[0] == "<" and piece[-1] == ">" and " " not in piece
+        # Drop language and quality tags (the model may emit one); byte pieces <0x..> stay.
+        return self._sp.decode_pieces([p for p in pieces if p not in self._tags])
 
 
 def load_served_bundle(path: Path) -> ServedBundle:

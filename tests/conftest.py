@@ -63,3 +63,34 @@ def small_tokenizer(small_corpus: Path, tmp_path_factory: pytest.TempPathFactory
 
 
 # ========================= end of corpus and tokenizer fixtures ==============================
+
+
+# =============================================================================================
+# LSL and target-vocabulary fixtures (owner: training/lsl, training/vocab)
+#
+# The small real corpus with Japanese added (de, en, ja, zh: two CJK scripts for the
+# vocabulary-filtering tests) and a 2000-piece tokenizer trained on it.
+# =============================================================================================
+
+LSL_CORPUS_LANGUAGES = ("de", "en", "ja", "zh")
+
+
+@pytest.fixture(scope="session")
+def lsl_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """DATA_DIR of the small real corpus in de, en, ja, zh (treat as read-only)."""
+    out = tmp_path_factory.mktemp("lsl_corpus") / "small"
+    _build_small_corpus(out, languages=LSL_CORPUS_LANGUAGES)
+    return out
+
+
+@pytest.fixture(scope="session")
+def lsl_tokenizer(lsl_corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """TOK_DIR of a 2000-piece tokenizer trained on ``lsl_corpus`` (treat as read-only)."""
+    from training.tokenizer import train
+
+    out = tmp_path_factory.mktemp("lsl_tokenizer") / "small"
+    train(lsl_corpus, out, vocab_size=SMALL_TOKENIZER_VOCAB, character_coverage=0.995)
+    return out
+
+
+# ============================ end of LSL and vocabulary fixtures =============================

@@ -91,7 +91,9 @@ def beam_search(
     finished: list[list[tuple[float, Hypothesis]]] = [[] for _ in range(b)]
     for step in range(max_len):
         inp = prefix[:, -1:] if use_cache else prefix
-        logits = model.decode(inp, memory, mask, route, cache=cache, offset=step if use_cache else 0)
+        logits = model.decode(
+            inp, memory, mask, route, cache=cache, offset=step if use_cache else 0
+        )
         lp = torch.log_softmax(logits[:, -1].float(), dim=-1)  # (b*k, V)
         vocab = lp.shape[-1]
         total = (scores.view(-1, 1) + lp).view(b, k * vocab)

@@ -24,13 +24,25 @@ class LanguageSpecificConfig(BaseModel):
     decoder_src: list[int] = Field(default_factory=list)
     decoder_tgt: list[int] = Field(default_factory=list)
     component: Literal["layer", "ffn", "attention"] = "layer"
+    search: bool = False
+    """Architecture search (LSL paper section 3.2, ``training.model.nas``): every encoder layer
+    holds a shared layer and one language-specific layer, used source- and target-indexed,
+    mixed by a softmax over 3 learned scalars. ``python -m training.lsl select`` reads the
+    converged weights and writes the selected ``encoder_src``/``encoder_tgt`` as a recipe."""
 
     @model_validator(mode="after")
     def _disjoint(self) -> LanguageSpecificConfig:
+        if self.search and (self.encoder_src or self.encoder_tgt or self.component != "layer"):
+            raise ValueError(
+                "search mixes whole encoder layers: leave encoder_src/encoder_tgt empty and "
+                "component 'layer'"
+            )
         for side in ("encoder", "decoder"):
             both = set(getattr(self, f"{side}_src")) & set(getattr(self, f"{side}_tgt"))
             if both:
-                raise ValueError(f"{side} layers {sorted(both)} are both source- and target-indexed")
+                raise ValueError(
+                    f"{side} layers {sorted(both)} are both source- and target-indexed"
+                )
         return self
 
 
@@ -64,7 +76,9 @@ class ModelConfig(BaseModel):
         for side, n in (("encoder", self.encoder_layers), ("decoder", self.decoder_layers)):
             for idx in getattr(ls, f"{side}_src") + getattr(ls, f"{side}_tgt"):
                 if not 1 <= idx <= n:
-                    raise ValueError(f"{side} layer {idx} out of range 1..{n} (indices are 1-based)")
+                    raise ValueError(
+                        f"{side} layer {idx} out of range 1..{n} (indices are 1-based)"
+                    )
         if self.decoder_sharing == "separate" and (ls.decoder_src or ls.decoder_tgt):
             raise ValueError("separate decoders are already target-specific: no decoder LSL")
         return self

@@ -43,6 +43,10 @@ class LanguageSpecific(nn.Module):
             raise KeyError(f"no {self.index}-indexed module for language {lang!r}")
         return self.by_lang[lang]
 
+    def route_languages(self, route: Route) -> set[str]:
+        """The languages whose copies ``route`` uses (parameter accounting)."""
+        return {route.lang(self.index)}
+
 
 def resolve(module: nn.Module, route: Route) -> nn.Module:
     return module.select(route) if isinstance(module, LanguageSpecific) else module
@@ -58,8 +62,15 @@ class AttentionBlock(nn.Module):
     carries its own norm, as CTranslate2's attention spec does.
     """
 
-    def __init__(self, d_model: int, heads: int, pre_norm: bool, eps: float, dropout: float,
-                 attention_dropout: float):
+    def __init__(
+        self,
+        d_model: int,
+        heads: int,
+        pre_norm: bool,
+        eps: float,
+        dropout: float,
+        attention_dropout: float,
+    ):
         super().__init__()
         self.heads = heads
         self.head_dim = d_model // heads
@@ -122,8 +133,15 @@ class AttentionBlock(nn.Module):
 class FeedForwardBlock(nn.Module):
     """Position-wise feed-forward network with its layer norm and residual connection."""
 
-    def __init__(self, d_model: int, ffn_dim: int, activation: str, pre_norm: bool, eps: float,
-                 dropout: float):
+    def __init__(
+        self,
+        d_model: int,
+        ffn_dim: int,
+        activation: str,
+        pre_norm: bool,
+        eps: float,
+        dropout: float,
+    ):
         super().__init__()
         self.pre_norm = pre_norm
         self.fc1 = nn.Linear(d_model, ffn_dim)

@@ -25,6 +25,7 @@ from .layers import (
     Route,
     resolve,
 )
+from .nas import SearchLayer
 
 LayerCache = dict[str, KVCache]
 
@@ -104,8 +105,9 @@ class _Blocks:
         """A layer whose whole body, FFN only or attention only is indexed by ``index``."""
         component = self.cfg.language_specific.component
         if index is not None and component == "layer":
-            return LanguageSpecific(lambda: self.layer(make_layer, n_attn, None),
-                                    self.languages, index)
+            return LanguageSpecific(
+                lambda: self.layer(make_layer, n_attn, None), self.languages, index
+            )
         attn_index = index if component == "attention" else None
         ffn_index = index if component == "ffn" else None
         attns = [self.maybe_specific(self.attention, attn_index) for _ in range(n_attn)]
@@ -118,9 +120,14 @@ class Encoder(nn.Module):
         cfg, ls = blocks.cfg, blocks.cfg.language_specific
         self.layers = nn.ModuleList(
             blocks.layer(EncoderLayer, 1, _index_of(i, ls.encoder_src, ls.encoder_tgt))
+            if not ls.search
+            # architecture search (LSL paper 3.2): shared + src/tgt-indexed layers, mixed
+            else SearchLayer(lambda: blocks.layer(EncoderLayer, 1, None), blocks.languages)
             for i in range(cfg.encoder_layers)
         )
-        self.final_norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps) if cfg.pre_norm else None
+        self.final_norm = (
+            nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps) if cfg.pre_norm else None
+        )
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor, route: Route) -> torch.Tensor:
         for layer in self.layers:
@@ -134,10 +141,11 @@ class Decoder(nn.Module):
         cfg, ls = blocks.cfg, blocks.cfg.language_specific
         src, tgt = (ls.decoder_src, ls.decoder_tgt) if language_specific_layers else ([], [])
         self.layers = nn.ModuleList(
-            blocks.layer(DecoderLayer, 2, _index_of(i, src, tgt))
-            for i in range(cfg.decoder_layers)
+            blocks.layer(DecoderLayer, 2, _index_of(i, src, tgt)) for i in range(cfg.decoder_layers)
         )
-        self.final_norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps) if cfg.pre_norm else None
+        self.final_norm = (
+            nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps) if cfg.pre_norm else None
+        )
 
     def forward(
         self,
@@ -166,7 +174,8 @@ class Seq2SeqTransformer(nn.Module):
         self.embed_tokens = nn.Embedding(vocab_size, cfg.d_model)
         nn.init.normal_(self.embed_tokens.weight, std=cfg.d_model**-0.5)
         self.register_buffer(
-            "positions", torch.from_numpy(sinusoid_table(cfg.max_positions, cfg.d_model)),
+            "positions",
+            torch.from_numpy(sinusoid_table(cfg.max_positions, cfg.d_model)),
             persistent=False,
         )
         self.embed_scale = math.sqrt(cfg.d_model)
@@ -181,8 +190,9 @@ class Seq2SeqTransformer(nn.Module):
     def embed(self, ids: torch.Tensor, offset: int = 0) -> torch.Tensor:
         t = ids.shape[1]
         if offset + t > self.cfg.max_positions:
-            raise ValueError(f"sequence of {offset + t} tokens exceeds max_positions "
-                             f"{self.cfg.max_positions}")
+            raise ValueError(
+                f"sequence of {offset + t} tokens exceeds max_positions {self.cfg.max_positions}"
+            )
         x = self.embed_tokens(ids) * self.embed_scale + self.positions[offset : offset + t]
         return self.embed_dropout(x)
 
@@ -225,15 +235,15 @@ class Seq2SeqTransformer(nn.Module):
         total = 0
         for name, p in self.named_parameters():
             lang = _lang_of(name)
-            if lang is None or lang == route.lang(self._index_at(name)):
+            if lang is None or lang in self._languages_at(name, route):
                 total += p.numel()
         return total
 
-    def _index_at(self, name: str) -> Index:
+    def _languages_at(self, name: str, route: Route) -> set[str]:
         prefix = name.split(".by_lang.")[0]
         module = self.get_submodule(prefix)
         assert isinstance(module, LanguageSpecific)
-        return module.index
+        return module.route_languages(route)
 
 
 def _lang_of(param_name: str) -> str | None:

@@ -1,0 +1,133 @@
+"""Evaluate a bundle as it is served: its CTranslate2 engines on a corpus split.
+
+    python -m model_export.evaluate BUNDLE --data DATA_DIR --split test [--beam 4]
+        [--compute-type int8] [--max-sentences N] [--routes de-en,en-de] [--out results.json]
+
+Scores (chrF, BLEU, copy-the-source baseline, off-target rate) come from
+:mod:`training.evaluate`, so bundle and checkpoint results are directly comparable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from .bundle import Bundle, load_bundle
+from .ct2 import load_translator
+
+
+def translate_route(
+    bundle: Bundle, translator, tokenizer, texts: list[str], src: str, tgt: str, beam: int
+) -> list[str]:
+    limit = bundle.max_source_positions - 1
+    sources = [
+        bundle.source_pieces(tokenizer.encode(tokenizer.normalize(t, src)), src, tgt)[-limit:]
+        for t in texts
+    ]
+    results = translator.translate_batch(
+        sources,
+        beam_size=beam,
+        max_batch_size=32,
+        batch_type="examples",
+        max_decoding_length=limit,
+    )
+    return [tokenizer.decode_pieces(r.hypotheses[0]) for r in results]
+
+
+def evaluate_bundle(
+    bundle: Bundle,
+    pairs: dict[tuple[str, str], list[tuple[str, str]]],
+    beam: int = 4,
+    compute_type: str = "int8",
+    threads: int = 2,
+    langid: bool = True,
+) -> dict[str, Any]:
+    from training.evaluate import LanguageIdentifier, averages, bleu_tokenize, score
+    from training.tokenizer import Tokenizer
+
+    tokenizer = Tokenizer(bundle.tokenizer_path)
+    lid = LanguageIdentifier(bundle.manifest.languages) if langid else None
+    engines: dict[str, Any] = {}
+    directions: dict[str, dict[str, Any]] = {}
+    for (src, tgt), rows in sorted(pairs.items()):
+        key = bundle.engine_key(src, tgt)
+        if key not in engines:
+            engines[key], _ = load_translator(
+                bundle.assemble(src, tgt), compute_type=compute_type, intra_threads=threads
+            )
+        t0 = time.perf_counter()
+        srcs, refs = [s for s, _ in rows], [t for _, t in rows]
+        hyps = translate_route(bundle, engines[key], tokenizer, srcs, src, tgt, beam)
+        res: dict[str, Any] = {"sentences": len(rows), **score(hyps, refs, tgt)}
+        res["seconds"] = time.perf_counter() - t0
+        res["bleu_tokenize"] = bleu_tokenize(tgt)
+        base = score(srcs, refs, tgt)
+        res["copy_chrf"], res["copy_bleu"] = base["chrf"], base["bleu"]
+        if lid is not None:
+            res["off_target"] = lid.off_target_rate(hyps, tgt)
+        directions[f"{src}-{tgt}"] = res
+        print(
+            f"{src}-{tgt}: chrF {res['chrf']:.1f} (copy {res['copy_chrf']:.1f}) "
+            f"in {res['seconds']:.1f} s",
+            file=sys.stderr,
+        )
+    return {"directions": directions, "averages": averages(directions)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m model_export.evaluate",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("bundle", type=Path)
+    p.add_argument("--data", required=True, type=Path, help="corpus root (docs/data.md)")
+    p.add_argument("--split", default="test", choices=["dev", "test"])
+    p.add_argument("--beam", type=int, default=4)
+    p.add_argument("--compute-type", default="int8")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--max-sentences", type=int, help="first N per direction")
+    p.add_argument("--routes", help="comma-separated SRC-TGT (default: every bundle route)")
+    p.add_argument("--no-langid", action="store_true")
+    p.add_argument("--out", type=Path)
+    args = p.parse_args(argv)
+
+    from training.data import load_split
+    from training.evaluate import format_table
+
+    bundle = load_bundle(args.bundle)
+    wanted = bundle.routes
+    if args.routes:
+        wanted = [tuple(r.split("-", 1)) for r in args.routes.split(",")]
+    split = load_split(args.data, args.split)
+    pairs = {r: split[r][: args.max_sentences] for r in wanted if r in split}
+    missing = [f"{s}-{t}" for s, t in wanted if (s, t) not in split]
+    if missing:
+        print(f"warning: no {args.split} data for {', '.join(missing)}", file=sys.stderr)
+    t0 = time.perf_counter()
+    results = evaluate_bundle(
+        bundle, pairs, args.beam, args.compute_type, args.threads, not args.no_langid
+    )
+    results.update(
+        bundle=str(args.bundle),
+        split=args.split,
+        beam=args.beam,
+        compute_type=args.compute_type,
+        max_sentences=args.max_sentences,
+        data_dir=str(args.data),
+        seconds=time.perf_counter() - t0,
+    )
+    print(format_table(results))
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+        print(f"results -> {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

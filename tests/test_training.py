@@ -1,0 +1,442 @@
+"""Trainer tests on a synthetic word-for-word corpus (documented layout) and a tiny
+SentencePiece model trained here: recipes, batching, exact resume, CLI outputs, init."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from model_export.tags import TagScheme, tag_source
+from training.batching import (
+    EOS_ID,
+    PAD_ID,
+    RouteData,
+    RouteSampler,
+    SourceEncoder,
+    route_probabilities,
+)
+from training.checkpoint import load_checkpoint, load_model
+from training.model import Route
+from training.recipe import RECIPES_DIR, RecipeError, load_recipe, recipe_from_dict
+from training.train import Trainer
+from training.train import main as train_main
+
+# -- a synthetic corpus in the documented layout ---------------------------------------------------
+
+WORDS = {
+    "en": "the man woman child house water bread king city day night light god heart word "
+    "land sea fire mountain tree book friend father mother brother sister good great small "
+    "new old see give take go come speak love know and",
+    "de": "der mann frau kind haus wasser brot könig stadt tag nacht licht gott herz wort "
+    "land meer feuer berg baum buch freund vater mutter bruder schwester gut groß klein "
+    "neu alt sehen geben nehmen gehen kommen sprechen lieben wissen und",
+    "fr": "le homme femme enfant maison eau pain roi ville jour nuit lumière dieu cœur parole "
+    "terre mer feu montagne arbre livre ami père mère frère sœur bon grand petit nouveau "
+    "vieux voir donner prendre aller venir parler aimer savoir et",
+}
+LEXICON = {lang: words.split() for lang, words in WORDS.items()}
+TOY_ROUTES = [("de", "en"), ("en", "de"), ("en", "fr"), ("fr", "en")]
+DE_EN = Route("de", "en")
+SIZES = {"train": 400, "dev": 24, "test": 24}
+
+
+def toy_sentences(n: int, seed: int) -> list[dict[str, str]]:
+    """``n`` aligned sentences: the same random concept sequence in every language."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        concepts = [rng.randrange(len(LEXICON["en"])) for _ in range(rng.randint(3, 8))]
+        row = {}
+        for lang, words in LEXICON.items():
+            text = " ".join(words[c] for c in concepts)
+            row[lang] = text[0].upper() + text[1:] + "."
+        out.append(row)
+    return out
+
+
+def make_toy_corpus(root: Path) -> Path:
+    from training.data.formats import mono_path, write_lines, write_pairs
+
+    data = root / "corpus"
+    for i, (split, n) in enumerate(SIZES.items()):
+        rows = toy_sentences(n, seed=i)
+        for src, tgt in TOY_ROUTES:
+            pairs = [(r[src], r[tgt]) for r in rows]
+            write_pairs(data, split, src, tgt, pairs, [f"{split}.{k}" for k in range(n)])
+        if split == "train":
+            for lang in LEXICON:
+                write_lines(mono_path(data, lang), [r[lang] for r in rows])
+    return data
+
+
+def make_toy_tokenizer(data: Path, out: Path) -> Path:
+    from training.tokenizer import train
+
+    train(data, out, vocab_size=360, max_sentences_per_language=None, num_threads=1)
+    return out
+
+
+@pytest.fixture(scope="session")
+def toy_data(tmp_path_factory) -> tuple[Path, Path]:
+    """(corpus dir, tokenizer dir) of the synthetic corpus."""
+    root = tmp_path_factory.mktemp("toy")
+    data = make_toy_corpus(root)
+    return data, make_toy_tokenizer(data, root / "tokenizer")
+
+
+def tiny_overrides(data: Path, tok: Path, **training) -> dict:
+    t = {"eval_every": 0, "save_every": 0, "log_every": 2}
+    t.update(training)
+    return {"data": {"dir": str(data), "tokenizer": str(tok)}, "training": t}
+
+
+def tiny_recipe(data: Path, tok: Path, model: dict | None = None, **training):
+    ov = tiny_overrides(data, tok, **training)
+    if model:
+        ov["model"] = model
+    return load_recipe("tiny", ov)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="session")
+def tiny_run(toy_data, tmp_path_factory) -> Path:
+    """A tiny model trained through the CLI for 60 steps (used by evaluation tests too)."""
+    data, tok = toy_data
+    out = tmp_path_factory.mktemp("runs") / "tiny"
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    rc = train_main(
+        [
+            "--config",
+            "tiny",
+            "--out",
+            str(out),
+            "--no-progress",
+            "--max-steps",
+            "60",
+            "--set",
+            f"data.dir={data}",
+            f"data.tokenizer={tok}",
+            "training.eval_every=30",
+            "training.save_every=30",
+            "training.batch_tokens=1024",
+        ]
+    )
+    torch.set_num_threads(n)
+    assert rc == 0
+    return out
+
+
+# -- recipes ---------------------------------------------------------------------------------------
+
+
+def test_builtin_recipes_load():
+    names = {p.stem for p in RECIPES_DIR.glob("*.yaml")}
+    assert {
+        "tiny",
+        "baseline_6-6_shared",
+        "baseline_6-6_separate",
+        "shallow_12-2",
+        "paper_16-3_gpu",
+    } <= names
+    for name in names:
+        r = load_recipe(name)
+        assert r.name == name
+    paper = load_recipe("paper_16-3_gpu")
+    m, t = paper.model, paper.training
+    assert (m.d_model, m.encoder_layers, m.decoder_layers, m.heads, m.ffn_dim) == (
+        512,
+        16,
+        3,
+        8,
+        2048,
+    )
+    assert (t.lr, t.warmup_steps) == (4e-4, 4000)
+    assert load_recipe("baseline_6-6_separate").model.decoder_sharing == "separate"
+    shallow = load_recipe("shallow_12-2")
+    assert (shallow.model.encoder_layers, shallow.model.decoder_layers) == (12, 2)
+
+
+def test_recipe_rejects_bad_keys(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\ntraining:\n  lrr: 0.1\nmodel:\n  d_modle: 64\n")
+    with pytest.raises(RecipeError) as err:
+        load_recipe(bad)
+    msg = str(err.value)
+    assert "training.lrr: unknown key (did you mean 'lr'?)" in msg
+    assert "model.d_modle: unknown key (did you mean 'd_model'?)" in msg
+    assert str(bad) in msg
+    with pytest.raises(RecipeError, match="unknown key"):
+        recipe_from_dict({"name": "x", "trainig": {}})
+    with pytest.raises(RecipeError, match=r"training.lr: .*greater than 0"):
+        recipe_from_dict({"name": "x", "training": {"lr": -1}})
+    with pytest.raises(RecipeError, match="not divisible"):
+        recipe_from_dict({"name": "x", "model": {"d_model": 30, "heads": 4}})
+    with pytest.raises(RecipeError, match="src-tgt"):
+        recipe_from_dict({"name": "x", "data": {"routes": ["deen"]}})
+    with pytest.raises(RecipeError, match="not found"):
+        load_recipe("no-such-recipe")
+
+
+def test_recipe_overrides():
+    r = load_recipe("tiny", ["training.lr=1e-3", "model.encoder_layers=3", "data.routes=[de-en]"])
+    assert r.training.lr == 1e-3 and r.model.encoder_layers == 3
+    assert r.route_list([Route("de", "en"), Route("en", "de")]) == [Route("de", "en")]
+    with pytest.raises(RecipeError, match=r"model\.encoder_layerz"):
+        load_recipe("tiny", ["model.encoder_layerz=3"])
+
+
+# -- data pipeline and batching --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scheme", list(TagScheme))
+def test_source_encoder_matches_tag_source(toy_data, scheme):
+    from training.tokenizer import Tokenizer
+
+    tok = Tokenizer(toy_data[1])
+    enc = SourceEncoder(tok, scheme, "<LQ>")
+    for text in ["Der mann und das kind.", "Le roi voit la mer.", "xyz ünknöwn 123"]:
+        slow = [
+            tok.piece_to_id(p) for p in tag_source(scheme, tok.encode(text), "de", "fr", "<LQ>")
+        ]
+        assert enc.encode(text, Route("de", "fr")) == slow
+        assert EOS_ID in slow and 1 not in slow[:1]
+    long = " ".join(["haus"] * 100)
+    ids = enc.encode(long, Route("de", "fr"), max_len=20)
+    assert len(ids) == 20 and ids[-1] == EOS_ID
+
+
+def _toy_routedata(n: int, seed: int, route: Route = DE_EN) -> RouteData:
+    rng = np.random.default_rng(seed)
+    src = [list(rng.integers(4, 50, rng.integers(1, 30))) for _ in range(n)]
+    tgt = [list(rng.integers(4, 50, rng.integers(1, 30))) for _ in range(n)]
+    return RouteData.from_lists(route, src, tgt)
+
+
+def test_batches_are_homogeneous_and_within_budget():
+    data = {
+        "de-en": _toy_routedata(300, 0, Route("de", "en")),
+        "en-de": _toy_routedata(60, 1, Route("en", "de")),
+    }
+    sampler = RouteSampler(data, batch_tokens=200, temperature=5.0, seed=3)
+    seen: dict[str, set] = {"de-en": set(), "en-de": set()}
+    for _ in range(200):
+        key, idx = sampler.next_indices()
+        batch = sampler.data[key]
+        cost = batch.cost()[idx]
+        assert len(idx) == 1 or len(idx) * cost.max() <= 200
+        seen[key].update(idx.tolist())
+        b = sampler.next_batch()
+        assert b.src.shape[0] * max(b.src.shape[1], b.gold.shape[1]) <= 200 or len(b) == 1
+        assert (b.gold != PAD_ID).sum() == b.ntokens
+        assert torch.equal(
+            b.tgt_in[:, 1:][b.gold[:, 1:] != PAD_ID], b.gold[:, :-1][b.gold[:, 1:] != PAD_ID]
+        )
+    assert seen["de-en"] == set(range(300)) and seen["en-de"] == set(range(60))  # epochs cover
+
+
+def test_temperature_sampling():
+    sizes = {"a": 1000, "b": 100, "c": 10}
+    p1 = route_probabilities(sizes, 1.0)
+    assert p1["a"] == pytest.approx(1000 / 1110)
+    p5 = route_probabilities(sizes, 5.0)
+    z = sum(n**0.2 for n in sizes.values())
+    assert p5["c"] == pytest.approx(10**0.2 / z)
+    assert route_probabilities(sizes, 1e6)["c"] == pytest.approx(1 / 3, rel=1e-3)
+    data = {k: _toy_routedata(n, i, Route(k, k + "x")) for i, (k, n) in enumerate(sizes.items())}
+    sampler = RouteSampler(data, batch_tokens=100, temperature=5.0, seed=0)
+    draws = [sampler.next_indices()[0] for _ in range(3000)]
+    for k in sizes:
+        assert draws.count(k) / 3000 == pytest.approx(p5[k], abs=0.03)
+
+
+def test_sampler_is_deterministic_and_resumable():
+    data = {"de-en": _toy_routedata(200, 0), "en-de": _toy_routedata(50, 1, Route("en", "de"))}
+
+    def run(s, n):
+        return [(k, idx.tolist()) for k, idx in (s.next_indices() for _ in range(n))]
+
+    a = RouteSampler(data, 150, seed=5)
+    full = run(a, 80)
+    assert run(RouteSampler(data, 150, seed=5), 80) == full
+    assert run(RouteSampler(data, 150, seed=6), 80) != full
+    b = RouteSampler(data, 150, seed=5)
+    run(b, 30)
+    state = b.state_dict()
+    c = RouteSampler(data, 150, seed=5)
+    c.load_state_dict(state)
+    assert run(c, 50) == full[30:]
+
+
+def test_sampler_shards_across_ranks():
+    data = {"de-en": _toy_routedata(300, 0), "en-de": _toy_routedata(80, 1, Route("en", "de"))}
+    r0 = RouteSampler(data, 150, seed=2, rank=0, world_size=2)
+    r1 = RouteSampler(data, 150, seed=2, rank=1, world_size=2)
+    for _ in range(40):
+        (k0, i0), (k1, i1) = r0.next_indices(), r1.next_indices()
+        assert k0 == k1  # same route at every micro-step on every rank
+        assert not set(i0.tolist()) & set(i1.tolist())  # different batches
+
+
+# -- training --------------------------------------------------------------------------------------
+
+
+def _params(path: Path) -> dict[str, torch.Tensor]:
+    return load_checkpoint(path, "last")["model"]
+
+
+def test_resume_is_exact(toy_data, tmp_path, monkeypatch):
+    """N steps + resume == uninterrupted, bit for bit (dropout, accumulation, sampler): once
+    after a run that ended at its max_steps, once after a SIGINT in the middle of a run."""
+    import os
+    import signal
+
+    import training.train as train_mod
+
+    data, tok = toy_data
+    kw = dict(accumulation=2, log_every=1, eval_every=3, eval_sentences=4, save_every=3)
+
+    def recipe(steps):
+        return tiny_recipe(data, tok, max_steps=steps, **kw)
+
+    Trainer(recipe(6), tmp_path / "full", progress=False).run()
+    # 1) stop at max_steps=3, resume to 6
+    Trainer(recipe(3), tmp_path / "part", progress=False).run()
+    ckpt = load_checkpoint(tmp_path / "part" / "last.pt", "last")
+    assert ckpt["step"] == 3
+    Trainer(recipe(6), tmp_path / "part", resume_from=ckpt, progress=False).run()
+    # 2) SIGINT after the 2nd update (between checkpoints), resume to 6
+    real_step, calls = train_mod.train_step, []
+
+    def interrupted_step(*args, **kwargs):
+        out = real_step(*args, **kwargs)
+        calls.append(1)
+        if len(calls) == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+        return out
+
+    monkeypatch.setattr(train_mod, "train_step", interrupted_step)
+    summary = Trainer(recipe(6), tmp_path / "sig", progress=False).run()
+    monkeypatch.setattr(train_mod, "train_step", real_step)
+    assert summary["stopped_early"] and summary["step"] == 2
+    ckpt_sig = load_checkpoint(tmp_path / "sig" / "last.pt", "last")
+    assert ckpt_sig["step"] == 2
+    Trainer(recipe(6), tmp_path / "sig", resume_from=ckpt_sig, progress=False).run()
+
+    a = _params(tmp_path / "full" / "last.pt")
+    for run in ("part", "sig"):
+        b = _params(tmp_path / run / "last.pt")
+        assert a.keys() == b.keys()
+        for k in a:
+            assert torch.equal(a[k], b[k]), (run, k)
+        ca = load_checkpoint(tmp_path / "full" / "last.pt", "last")
+        cb = load_checkpoint(tmp_path / run / "last.pt", "last")
+        assert ca["sampler"] == cb["sampler"] and ca["scheduler"] == cb["scheduler"]
+    losses = [
+        [
+            r["loss"]
+            for r in map(json.loads, (tmp_path / run / "metrics.jsonl").read_text().splitlines())
+            if r["kind"] == "train"
+        ]
+        for run in ("full", "part", "sig")
+    ]
+    assert losses[0] == losses[1] == losses[2] and len(losses[0]) == 6
+    # negative control: the same resume with another dropout RNG state diverges
+    ckpt["rng"] = [{**ckpt["rng"][0], "torch": torch.manual_seed(999).get_state()}]
+    Trainer(recipe(6), tmp_path / "other", resume_from=ckpt, progress=False).run()
+    c = _params(tmp_path / "other" / "last.pt")
+    assert any(not torch.equal(a[k], c[k]) for k in a)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_cuda_mixed_precision(toy_data, tmp_path, precision):
+    data, tok = toy_data
+    r = tiny_recipe(data, tok, max_steps=4, precision=precision, save_every=2, eval_every=4)
+    summary = Trainer(r, tmp_path / "cuda", device="cuda", progress=False).run()
+    assert summary["device"].startswith("cuda") and summary["last_train"]["loss"] < 20
+    ckpt = load_checkpoint(tmp_path / "cuda" / "last.pt", "last")
+    assert (ckpt["scaler"] is not None) == (precision == "fp16")
+    r6 = tiny_recipe(data, tok, max_steps=6, precision=precision, save_every=2, eval_every=4)
+    Trainer(r6, tmp_path / "cuda", device="cuda", resume_from=ckpt, progress=False).run()
+    assert load_checkpoint(tmp_path / "cuda" / "last.pt", "last")["step"] == 6
+
+
+def test_cli_run_outputs(tiny_run):
+    for name in (
+        "last.pt",
+        "best.pt",
+        "metrics.jsonl",
+        "metrics.png",
+        "recipe.yaml",
+        "summary.json",
+        "data_stats.json",
+    ):
+        assert (tiny_run / name).is_file(), name
+    records = [json.loads(x) for x in (tiny_run / "metrics.jsonl").read_text().splitlines()]
+    train = [r for r in records if r["kind"] == "train"]
+    evals = [r for r in records if r["kind"] == "eval"]
+    assert [r["step"] for r in evals] == [30, 60]
+    assert train[-1]["loss"] < train[0]["loss"] - 1.0  # it learns
+    assert all(r["tgt_tokens_per_s"] > 0 for r in train)
+    model, recipe, meta = load_model(tiny_run)
+    assert not model.training and meta.step in (30, 60) and meta.path.name == "best.pt"
+    assert meta.route_keys == ["de-en", "en-de", "en-fr", "fr-en"]
+    assert meta.languages == ["de", "en", "fr"] and meta.tag_scheme == TagScheme.TARGET_PREFIX
+    assert meta.best_dev_chrf == max(r["dev_chrf"] for r in evals)
+    assert not meta.has_training_state and recipe.name == "tiny"
+    assert meta.tokenizer_model_path().read_bytes() == meta.spm_model_bytes()
+    _, _, last_meta = load_model(tiny_run, which="last")
+    assert last_meta.step == 60 and last_meta.has_training_state
+
+
+def test_cli_refuses_to_overwrite_and_resumes(tiny_run, toy_data, capsys):
+    data, tok = toy_data
+    args = [
+        "--config",
+        "tiny",
+        "--out",
+        str(tiny_run),
+        "--no-progress",
+        "--set",
+        f"data.dir={data}",
+        f"data.tokenizer={tok}",
+    ]
+    assert train_main(args) == 2
+    assert "--resume" in capsys.readouterr().err
+    # resume with nothing left to do: a no-op that keeps the run intact
+    assert train_main(["--out", str(tiny_run), "--resume", "--no-progress"]) == 0
+    assert load_checkpoint(tiny_run, "last")["step"] == 60
+
+
+def test_shallow_init_from_recipe(tiny_run, toy_data, tmp_path):
+    data, tok = toy_data
+    recipe = tiny_recipe(data, tok, max_steps=1)
+    recipe = recipe.model_copy(
+        update={
+            "model": recipe.model.model_copy(update={"encoder_layers": 4, "decoder_layers": 1}),
+            "init_from": tiny_run / "last.pt",
+            "init_mode": "shallow",
+        }
+    )
+    trainer = Trainer(recipe, tmp_path / "shallow", progress=False)
+    src = load_checkpoint(tiny_run, "last")["model"]
+    dst = trainer.model.state_dict()
+    for i in range(4):
+        for k in [k for k in src if k.startswith(f"encoder.layers.{i // 2}.")]:
+            assert torch.equal(dst[k.replace(f"layers.{i // 2}.", f"layers.{i}.", 1)], src[k])
+    for k in [k for k in dst if k.startswith("decoder.")]:
+        assert torch.equal(dst[k], src[k])
+    assert trainer.init_report["mode"] == "shallow"

@@ -1,0 +1,329 @@
+"""Checkpoints: exact resume for the trainer, and everything the exporter needs.
+
+A checkpoint is one ``torch.save`` dict (loadable with ``weights_only=True``):
+
+=================  ===========================================================================
+``format``         ``CHECKPOINT_FORMAT`` (int); ``kind`` = ``"lsmt-checkpoint"``
+``step``           optimizer updates done
+``model``          ``state_dict()`` of the :class:`Seq2SeqTransformer` (DDP prefix removed)
+``model_config``   ``ModelConfig`` as JSON-able dict (architecture, tag scheme, LSL layout)
+``recipe``         the full recipe as a dict (provenance; resume uses it)
+``languages``      the model's languages (sorted); ``routes``: trained directions "src-tgt"
+``vocab_size``     rows of the tied embedding
+``tokenizer``      ``{"path", "sha256", "spm_model": bytes}``: the SentencePiece model itself
+                   travels with the checkpoint, so export never depends on a moved directory
+``dev_chrf``       dev chrF at this step (None if not evaluated); ``best_dev_chrf``
+``optimizer``, ``scheduler``, ``scaler``, ``sampler``, ``rng`` (one entry per rank)
+                   resume state; absent from ``best.pt`` (weights-only, for export)
+=================  ===========================================================================
+
+A run directory holds ``last.pt`` (full, rewritten every ``save_every`` steps) and ``best.pt``
+(best dev chrF so far, no optimizer state). Public API for the exporter::
+
+    from training.checkpoint import load_model
+    model, recipe, meta = load_model("runs/baseline")      # best.pt, else last.pt; eval mode
+    meta.routes, meta.languages, meta.tag_scheme, meta.tokenizer_model_path()
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import re
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from torch import nn
+
+from model_export.tags import TagScheme
+
+from .model import ModelConfig, Route, Seq2SeqTransformer, build_model
+from .recipe import Recipe, parse_route, recipe_from_dict, resolve_path, route_key
+
+CHECKPOINT_FORMAT = 1
+KIND = "lsmt-checkpoint"
+
+
+# -- tokenizer reference -------------------------------------------------------------------------
+
+
+def tokenizer_model_file(tokenizer: Path | str) -> Path:
+    """``spm.model`` inside a tokenizer directory, or the file itself."""
+    p = resolve_path(tokenizer)
+    return p / "spm.model" if p.is_dir() else p
+
+
+def tokenizer_reference(tokenizer: Path | str) -> dict[str, Any]:
+    path = tokenizer_model_file(tokenizer)
+    blob = path.read_bytes()
+    return {"path": str(path), "sha256": hashlib.sha256(blob).hexdigest(), "spm_model": blob}
+
+
+# -- RNG -----------------------------------------------------------------------------------------
+
+
+def capture_rng_state() -> dict[str, Any]:
+    state: dict[str, Any] = {"torch": torch.get_rng_state(), "python": random.getstate()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state()  # current device only: one device per rank
+    return state
+
+
+def restore_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    random.setstate(state["python"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state(state["cuda"])
+
+
+# -- metadata ------------------------------------------------------------------------------------
+
+
+@dataclass
+class CheckpointMeta:
+    """What a checkpoint says about its model (everything but the weights)."""
+
+    path: Path
+    step: int
+    languages: list[str]
+    routes: list[Route]
+    vocab_size: int
+    model_config: ModelConfig
+    tokenizer_path: str
+    tokenizer_sha256: str
+    dev_chrf: float | None = None
+    best_dev_chrf: float | None = None
+    has_training_state: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+    _spm_model: bytes | None = field(default=None, repr=False)
+
+    @property
+    def tag_scheme(self) -> TagScheme:
+        return self.model_config.tag_scheme
+
+    @property
+    def route_keys(self) -> list[str]:
+        return [route_key(r) for r in self.routes]
+
+    def spm_model_bytes(self) -> bytes:
+        """The SentencePiece model the checkpoint was trained with (embedded copy)."""
+        if self._spm_model is None:
+            return Path(self.tokenizer_path).read_bytes()
+        return self._spm_model
+
+    def tokenizer_model_path(self) -> Path:
+        """A path to the exact SentencePiece model: the original file if it still matches its
+        hash, else the embedded copy written to a temporary file."""
+        p = Path(self.tokenizer_path)
+        if p.is_file() and hashlib.sha256(p.read_bytes()).hexdigest() == self.tokenizer_sha256:
+            return p
+        fd, tmp = tempfile.mkstemp(suffix=".model", prefix="lsmt-spm-")
+        with os.fdopen(fd, "wb") as f:
+            f.write(self.spm_model_bytes())
+        return Path(tmp)
+
+
+def _meta_from(ckpt: dict[str, Any], path: Path) -> CheckpointMeta:
+    tok = ckpt["tokenizer"]
+    return CheckpointMeta(
+        path=path,
+        step=int(ckpt["step"]),
+        languages=list(ckpt["languages"]),
+        routes=[parse_route(r) for r in ckpt["routes"]],
+        vocab_size=int(ckpt["vocab_size"]),
+        model_config=ModelConfig.model_validate(ckpt["model_config"]),
+        tokenizer_path=tok["path"],
+        tokenizer_sha256=tok["sha256"],
+        dev_chrf=ckpt.get("dev_chrf"),
+        best_dev_chrf=ckpt.get("best_dev_chrf"),
+        has_training_state="optimizer" in ckpt,
+        extra=dict(ckpt.get("extra", {})),
+        _spm_model=tok.get("spm_model"),
+    )
+
+
+# -- save / load ---------------------------------------------------------------------------------
+
+
+def unwrap(model: nn.Module) -> Seq2SeqTransformer:
+    return getattr(model, "module", model)  # DDP
+
+
+def build_checkpoint(
+    *,
+    model: nn.Module,
+    recipe: Recipe,
+    step: int,
+    routes: list[Route],
+    tokenizer: dict[str, Any],
+    dev_chrf: float | None = None,
+    best_dev_chrf: float | None = None,
+    training_state: dict[str, Any] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    m = unwrap(model)
+    ckpt: dict[str, Any] = {
+        "format": CHECKPOINT_FORMAT,
+        "kind": KIND,
+        "step": step,
+        "model": {k: v.detach().cpu() for k, v in m.state_dict().items()},
+        "model_config": m.cfg.model_dump(mode="json"),
+        "recipe": recipe.model_dump(mode="json"),
+        "languages": list(m.languages),
+        "routes": [route_key(r) for r in routes],
+        "vocab_size": m.vocab_size,
+        "tokenizer": tokenizer,
+        "dev_chrf": dev_chrf,
+        "best_dev_chrf": best_dev_chrf,
+        "torch_version": str(torch.__version__),
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "extra": extra or {},
+    }
+    if training_state:
+        ckpt.update(training_state)
+    return ckpt
+
+
+def save_checkpoint(ckpt: dict[str, Any], path: Path | str) -> Path:
+    """Atomic write (temporary file + rename): an interruption never leaves a torn file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    torch.save(ckpt, tmp)
+    os.replace(tmp, path)
+    return path
+
+
+def resolve_checkpoint(path: Path | str, which: Literal["best", "last"] = "best") -> Path:
+    """A ``.pt`` file, or a run directory (its ``best.pt``, else ``last.pt``; or the reverse
+    with ``which="last"``)."""
+    p = resolve_path(path)
+    if p.is_file():
+        return p
+    if p.is_dir():
+        order = ["best.pt", "last.pt"] if which == "best" else ["last.pt", "best.pt"]
+        for name in order:
+            if (p / name).is_file():
+                return p / name
+        raise FileNotFoundError(f"no best.pt or last.pt in run directory {p}")
+    raise FileNotFoundError(f"checkpoint {path} not found")
+
+
+def load_checkpoint(path: Path | str, which: Literal["best", "last"] = "best") -> dict[str, Any]:
+    """The raw checkpoint dict (tensors on CPU), checked for kind and format."""
+    file = resolve_checkpoint(path, which)
+    ckpt = torch.load(file, map_location="cpu", weights_only=True)
+    if not isinstance(ckpt, dict) or ckpt.get("kind") != KIND:
+        raise ValueError(f"{file} is not an LSMT checkpoint")
+    if ckpt.get("format") != CHECKPOINT_FORMAT:
+        raise ValueError(
+            f"{file} has checkpoint format {ckpt.get('format')}, this code reads "
+            f"{CHECKPOINT_FORMAT}"
+        )
+    ckpt["_path"] = str(file)
+    return ckpt
+
+
+def model_from_checkpoint(ckpt: dict[str, Any]) -> Seq2SeqTransformer:
+    cfg = ModelConfig.model_validate(ckpt["model_config"])
+    model = build_model(cfg, int(ckpt["vocab_size"]), list(ckpt["languages"]))
+    model.load_state_dict(ckpt["model"], strict=True)
+    return model
+
+
+def load_model(
+    run_dir_or_ckpt: Path | str,
+    device: str | torch.device = "cpu",
+    which: Literal["best", "last"] = "best",
+) -> tuple[Seq2SeqTransformer, Recipe, CheckpointMeta]:
+    """The exporter's entry point: (model in eval mode on ``device``, recipe, metadata)."""
+    ckpt = load_checkpoint(run_dir_or_ckpt, which)
+    model = model_from_checkpoint(ckpt).to(device).eval()
+    recipe = recipe_from_dict(ckpt["recipe"], source=ckpt["_path"])
+    return model, recipe, _meta_from(ckpt, Path(ckpt["_path"]))
+
+
+def load_meta(run_dir_or_ckpt: Path | str, which: Literal["best", "last"] = "best"):
+    ckpt = load_checkpoint(run_dir_or_ckpt, which)
+    return _meta_from(ckpt, Path(ckpt["_path"]))
+
+
+# -- initialisation from another checkpoint ------------------------------------------------------
+
+_ENC_LAYER = re.compile(r"^encoder\.layers\.(\d+)\.")
+_DEC_LAYER = re.compile(r"^(decoder\.(?:by_lang\.[^.]+\.)?layers\.)(\d+)\.")
+_BY_LANG = re.compile(r"\.by_lang\.[^.]+")
+
+
+def _source_name(name: str, mode: str, n_enc: tuple[int, int], n_dec: tuple[int, int]) -> str:
+    """Name in the source model of target parameter ``name``."""
+    if mode == "shallow":
+        m = _ENC_LAYER.match(name)
+        if m:
+            i = int(m.group(1))
+            j = i * n_enc[0] // n_enc[1]  # 12 from 6: layer i copies layer i // 2
+            return f"encoder.layers.{j}." + name[m.end() :]
+        m = _DEC_LAYER.match(name)
+        if m and int(m.group(2)) >= n_dec[0]:
+            raise ValueError(f"decoder layer {m.group(2)} has no source layer")
+    return name
+
+
+def init_from_checkpoint(
+    model: nn.Module, source: Path | str | dict[str, Any], mode: str = "copy"
+) -> dict[str, str]:
+    """Copy weights from a checkpoint into ``model`` (in place); returns target <- source names.
+
+    - ``copy``: parameters by name. A dense source tensor also initialises every language's
+      copy of a module that is language-specific in ``model`` (``...by_lang.<xx>...``), as the
+      LSL paper does when it starts from a dense baseline.
+    - ``shallow``: the deep-encoder/shallow-decoder initialisation of the Shallow paper: a
+      model with E encoder layers from one with E' (12 from 6): layer i copies layer
+      ``i * E' // E`` (i // 2); the D decoder layers copy the bottom D of the source's.
+      Embeddings and final norms are copied as is.
+
+    Every parameter of ``model`` must be filled with a tensor of the same shape, else a
+    ``ValueError`` lists what is missing.
+    """
+    ckpt = source if isinstance(source, dict) else load_checkpoint(source, "last")
+    state = ckpt["model"]
+    src_cfg = ModelConfig.model_validate(ckpt["model_config"])
+    m = unwrap(model)
+    if mode not in ("copy", "shallow"):
+        raise ValueError(f"unknown init mode {mode!r} (copy | shallow)")
+    if mode == "shallow" and m.cfg.decoder_layers > src_cfg.decoder_layers:
+        raise ValueError(
+            f"shallow init keeps the bottom decoder layers: the target has "
+            f"{m.cfg.decoder_layers}, the source only {src_cfg.decoder_layers}"
+        )
+    if int(ckpt["vocab_size"]) != m.vocab_size:
+        raise ValueError(
+            f"vocabulary sizes differ: checkpoint {ckpt['vocab_size']}, model {m.vocab_size}"
+        )
+    n_enc = (src_cfg.encoder_layers, m.cfg.encoder_layers)
+    n_dec = (src_cfg.decoder_layers, m.cfg.decoder_layers)
+    mapping: dict[str, str] = {}
+    missing: list[str] = []
+    new_state = {}
+    for name, tensor in m.state_dict().items():
+        cand = _source_name(name, mode, n_enc, n_dec)
+        for c in (cand, _BY_LANG.sub("", cand)):
+            if c in state and state[c].shape == tensor.shape:
+                new_state[name] = state[c]
+                mapping[name] = c
+                break
+        else:
+            missing.append(name)
+    if missing:
+        more = f" (+{len(missing) - 8} more)" if len(missing) > 8 else ""
+        raise ValueError(
+            f"init_from ({mode}): no source tensor of the right shape for "
+            f"{', '.join(missing[:8])}{more}"
+        )
+    m.load_state_dict(new_state, strict=True)
+    return mapping

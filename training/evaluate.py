@@ -1,0 +1,342 @@
+"""Evaluate a checkpoint: beam or greedy search, chrF/BLEU per direction, copy baseline,
+off-target rate.
+
+    python -m training.evaluate --checkpoint runs/baseline --split dev [--beam 4]
+        [--batch-size 32] [--max-sentences N] [--routes de-en en-de] [--out results.json]
+
+- Scores are sacreBLEU corpus chrF (chrF2, character 6-grams) and BLEU per direction. BLEU
+  tokenisation: ``zh`` for Chinese, ``char`` for Japanese, ``13a`` otherwise (recorded in the
+  JSON); chrF needs no tokenisation and is the headline metric.
+- Averages (unweighted over directions): ``x->en``, ``en->x``, ``non-en`` (neither side
+  English) and ``all``.
+- The *copy* baseline scores the source sentence itself as the translation: a model that
+  scores near it has learned nothing useful (names and numbers alone give a few chrF).
+- Off-target rate: share of outputs whose language, by py3langid restricted to the model's
+  languages, is not the target language (the LAA paper's LangAcc = 1 - off-target). Empty
+  outputs count as off-target.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from sacrebleu.metrics import BLEU, CHRF
+
+from .batching import SourceEncoder, TokenizerLike
+from .model import Route, Seq2SeqTransformer
+from .recipe import parse_route, resolve_path, route_key
+from .search import beam_search, greedy_search
+
+PIVOT = "en"
+
+
+# -- decoding ------------------------------------------------------------------------------------
+
+
+def max_decode_len(src_len: int, max_positions: int, a: float = 2.0, b: int = 10) -> int:
+    return max(1, min(max_positions - 1, int(a * src_len) + b))
+
+
+@torch.no_grad()
+def translate_ids(
+    model: Seq2SeqTransformer,
+    sources: Sequence[Sequence[int]],
+    route: Route,
+    beam: int = 1,
+    batch_size: int = 32,
+    length_penalty: float = 1.0,
+    device: torch.device | str | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> list[list[int]]:
+    """Output ids (no BOS/EOS) for tagged source ids; batches sorted by length."""
+    device = device or next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    order = sorted(range(len(sources)), key=lambda i: -len(sources[i]))
+    out: list[list[int]] = [[] for _ in sources]
+    max_pos = model.cfg.max_positions
+    for start in range(0, len(order), batch_size):
+        idx = order[start : start + batch_size]
+        src_len = max(len(sources[i]) for i in idx)
+        src = torch.zeros(len(idx), src_len, dtype=torch.long)
+        for row, i in enumerate(idx):
+            src[row, : len(sources[i])] = torch.as_tensor(list(sources[i]), dtype=torch.long)
+        src = src.to(device)
+        max_len = max_decode_len(src_len, max_pos)
+        if beam <= 1:
+            hyps = greedy_search(model, src, route, max_len=max_len)
+        else:
+            hyps = beam_search(
+                model, src, route, beam_size=beam, max_len=max_len, length_penalty=length_penalty
+            )
+        for i, h in zip(idx, hyps, strict=True):
+            out[i] = h.tokens
+        if progress:
+            progress(len(idx))
+    if was_training:
+        model.train()
+    return out
+
+
+def translate(
+    model: Seq2SeqTransformer,
+    tokenizer: TokenizerLike,
+    encoder: SourceEncoder,
+    texts: Sequence[str],
+    route: Route,
+    beam: int = 1,
+    batch_size: int = 32,
+    length_penalty: float = 1.0,
+    progress: Callable[[int], None] | None = None,
+) -> list[str]:
+    """Translate raw sentences along ``route`` (tagging as the model was trained)."""
+    max_pos = model.cfg.max_positions
+    sources = [encoder.encode(t, route, max_len=max_pos) for t in texts]
+    ids = translate_ids(model, sources, route, beam, batch_size, length_penalty, progress=progress)
+    return [tokenizer.decode_ids(x) for x in ids]
+
+
+# -- scoring -------------------------------------------------------------------------------------
+
+
+def bleu_tokenize(lang: str) -> str:
+    return {"zh": "zh", "ja": "char"}.get(lang, "13a")
+
+
+def score(hyps: Sequence[str], refs: Sequence[str], tgt_lang: str) -> dict[str, float]:
+    """Corpus chrF and BLEU (sacreBLEU) of ``hyps`` against one reference each."""
+    if len(hyps) != len(refs):
+        raise ValueError(f"{len(hyps)} hypotheses but {len(refs)} references")
+    tok = bleu_tokenize(tgt_lang)
+    return {
+        "chrf": CHRF().corpus_score(list(hyps), [list(refs)]).score,
+        "bleu": BLEU(tokenize=tok).corpus_score(list(hyps), [list(refs)]).score,
+    }
+
+
+class LanguageIdentifier:
+    """py3langid restricted to a language set; ``off_target_rate`` for a target language."""
+
+    def __init__(self, languages: Sequence[str]):
+        from py3langid.langid import MODEL_FILE
+        from py3langid.langid import LanguageIdentifier as _LID
+
+        self._lid = _LID.from_model_file(MODEL_FILE, norm_probs=False)
+        supported = set(self._lid.labels)
+        self.languages = sorted(set(languages) & supported)
+        self.unsupported = sorted(set(languages) - supported)
+        self._lid.set_languages(self.languages)
+
+    def classify(self, text: str) -> str | None:
+        if not text.strip():
+            return None
+        return self._lid.classify(text)[0]
+
+    def off_target_rate(self, hyps: Sequence[str], tgt_lang: str) -> float | None:
+        if tgt_lang not in self.languages or not hyps:
+            return None
+        return sum(self.classify(h) != tgt_lang for h in hyps) / len(hyps)
+
+
+def category(route: Route) -> str:
+    if route.tgt == PIVOT:
+        return "x->en"
+    if route.src == PIVOT:
+        return "en->x"
+    return "non-en"
+
+
+_AVG_FIELDS = ("chrf", "bleu", "copy_chrf", "copy_bleu", "off_target")
+
+
+def averages(directions: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Unweighted means per category (x->en, en->x, non-en) and over all directions."""
+    groups: dict[str, list[dict[str, Any]]] = {"x->en": [], "en->x": [], "non-en": [], "all": []}
+    for key, res in directions.items():
+        groups[category(parse_route(key))].append(res)
+        groups["all"].append(res)
+    out: dict[str, dict[str, Any]] = {}
+    for name, rows in groups.items():
+        if not rows:
+            continue
+        avg: dict[str, Any] = {"directions": len(rows)}
+        for f in _AVG_FIELDS:
+            vals = [r[f] for r in rows if r.get(f) is not None]
+            avg[f] = sum(vals) / len(vals) if vals else None
+        out[name] = avg
+    return out
+
+
+def evaluate_pairs(
+    model: Seq2SeqTransformer,
+    tokenizer: TokenizerLike,
+    encoder: SourceEncoder,
+    pairs: dict[Route, list[tuple[str, str]]],
+    beam: int = 1,
+    batch_size: int = 32,
+    length_penalty: float = 1.0,
+    lid: LanguageIdentifier | None = None,
+    with_baseline: bool = True,
+    show_progress: bool = False,
+    keep_outputs: bool = False,
+) -> dict[str, Any]:
+    """Translate and score every direction of ``pairs``; returns ``{"directions", "averages"}``."""
+    bar = None
+    if show_progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=sum(len(v) for v in pairs.values()), desc="translate", unit="sent")
+    directions: dict[str, dict[str, Any]] = {}
+    for route in sorted(pairs, key=route_key):
+        srcs = [s for s, _ in pairs[route]]
+        refs = [t for _, t in pairs[route]]
+        t0 = time.perf_counter()
+        hyps = translate(
+            model,
+            tokenizer,
+            encoder,
+            srcs,
+            route,
+            beam,
+            batch_size,
+            length_penalty,
+            progress=bar.update if bar else None,
+        )
+        res: dict[str, Any] = {"sentences": len(refs), **score(hyps, refs, route.tgt)}
+        res["seconds"] = time.perf_counter() - t0
+        res["bleu_tokenize"] = bleu_tokenize(route.tgt)
+        if with_baseline:
+            base = score(srcs, refs, route.tgt)
+            res["copy_chrf"], res["copy_bleu"] = base["chrf"], base["bleu"]
+        if lid is not None:
+            res["off_target"] = lid.off_target_rate(hyps, route.tgt)
+        if keep_outputs:
+            res["outputs"] = hyps
+        directions[route_key(route)] = res
+    if bar:
+        bar.close()
+    return {"directions": directions, "averages": averages(directions)}
+
+
+def format_table(results: dict[str, Any]) -> str:
+    def f(x: Any, fmt: str = "{:6.2f}") -> str:
+        return "     -" if x is None else fmt.format(x)
+
+    head = f"{'direction':<10} {'n':>5} {'chrF':>6} {'BLEU':>6} {'copy':>6} {'offtgt':>6}"
+    lines = [head, "-" * len(head)]
+    for key, r in results["directions"].items():
+        lines.append(
+            f"{key:<10} {r['sentences']:>5} {f(r['chrf'])} {f(r['bleu'])} "
+            f"{f(r.get('copy_chrf'))} {f(r.get('off_target'), '{:6.1%}')}"
+        )
+    lines.append("-" * len(head))
+    for name, a in results["averages"].items():
+        lines.append(
+            f"{'avg ' + name:<10} {a['directions']:>5} {f(a['chrf'])} {f(a['bleu'])} "
+            f"{f(a.get('copy_chrf'))} {f(a.get('off_target'), '{:6.1%}')}"
+        )
+    return "\n".join(lines)
+
+
+# -- CLI -----------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m training.evaluate",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument("--checkpoint", required=True, help="run directory (best.pt) or .pt file")
+    ap.add_argument("--split", default="dev", choices=["dev", "test", "train"])
+    ap.add_argument("--beam", type=int, default=4, help="beam size; 1 = greedy")
+    ap.add_argument("--length-penalty", type=float, default=1.0)
+    ap.add_argument("--batch-size", type=int, default=32, help="sentences per batch")
+    ap.add_argument("--max-sentences", type=int, default=None, help="first N per direction")
+    ap.add_argument("--routes", nargs="*", default=None, help="subset, e.g. de-en en-de")
+    ap.add_argument("--data-dir", default=None, help="corpus root (default: the recipe's)")
+    ap.add_argument("--tokenizer", default=None, help="spm model/dir (default: checkpoint's)")
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--which", default="best", choices=["best", "last"])
+    ap.add_argument("--no-langid", action="store_true", help="skip the off-target rate")
+    ap.add_argument("--out", default=None, help="write results JSON here")
+    ap.add_argument("--outputs", default=None, help="write hypotheses (JSONL) here")
+    args = ap.parse_args(argv)
+
+    from .checkpoint import load_model
+    from .data import load_split
+    from .tokenizer import Tokenizer
+
+    device = (
+        ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
+    )
+    model, recipe, meta = load_model(args.checkpoint, device=device, which=args.which)
+    tok_path = Path(args.tokenizer) if args.tokenizer else meta.tokenizer_model_path()
+    tokenizer = Tokenizer(resolve_path(tok_path))
+    encoder = SourceEncoder(tokenizer, meta.tag_scheme, recipe.data.quality_tag)
+    data_dir = resolve_path(args.data_dir or recipe.data.dir)
+    split = load_split(data_dir, args.split)
+    wanted = [parse_route(r) for r in args.routes] if args.routes else meta.routes
+    pairs: dict[Route, list[tuple[str, str]]] = {}
+    for route in wanted:
+        if (route.src, route.tgt) not in split:
+            print(f"warning: no {args.split} data for {route_key(route)}", file=sys.stderr)
+            continue
+        if route.src not in meta.languages or route.tgt not in meta.languages:
+            print(f"warning: model has no language for {route_key(route)}", file=sys.stderr)
+            continue
+        rows = split[(route.src, route.tgt)]
+        pairs[route] = rows[: args.max_sentences] if args.max_sentences else rows
+    if not pairs:
+        print("nothing to evaluate", file=sys.stderr)
+        return 2
+    lid = None if args.no_langid else LanguageIdentifier(meta.languages)
+    t0 = time.perf_counter()
+    results = evaluate_pairs(
+        model,
+        tokenizer,
+        encoder,
+        pairs,
+        beam=args.beam,
+        batch_size=args.batch_size,
+        length_penalty=args.length_penalty,
+        lid=lid,
+        show_progress=True,
+        keep_outputs=bool(args.outputs),
+    )
+    outputs = {k: v.pop("outputs") for k, v in results["directions"].items() if "outputs" in v}
+    results.update(
+        checkpoint=str(meta.path),
+        step=meta.step,
+        split=args.split,
+        beam=args.beam,
+        length_penalty=args.length_penalty,
+        max_sentences=args.max_sentences,
+        data_dir=str(data_dir),
+        seconds=time.perf_counter() - t0,
+        device=str(device),
+        langid_languages=lid.languages if lid else None,
+    )
+    print(format_table(results))
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+        print(f"results -> {args.out}")
+    if args.outputs:
+        with open(args.outputs, "w", encoding="utf-8") as f:
+            for key, hyps in outputs.items():
+                for (src, ref), hyp in zip(pairs[parse_route(key)], hyps, strict=True):
+                    row = {"route": key, "source": src, "reference": ref, "hypothesis": hyp}
+                    f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
