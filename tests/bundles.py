@@ -83,6 +83,19 @@ def train_tiny_model(
 ):
     import torch
 
+    # One thread: a model this small gains nothing from more, and OpenMP threads competing
+    # with other processes on a 2-core machine slowed training 25-fold (measured).
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _train(model_cfg, verses, sp, routes, steps, seed)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _train(model_cfg, verses, sp, routes, steps, seed):
+    import torch
+
     from model_export.tags import tag_source
     from training.model import ModelConfig, Route, build_model
 
