@@ -103,6 +103,8 @@ def _train(model_cfg, verses, sp, routes, steps, seed):
     cfg = ModelConfig(**model_cfg)
     model = build_model(cfg, sp.get_piece_size(), sorted(verses))
     opt = torch.optim.Adam(model.parameters(), lr=3e-3, betas=(0.9, 0.98))
+    # Linear warm-up: post-norm models diverge or stall at this learning rate without it.
+    warmup = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: min(1.0, (step + 1) / 50))
     n = len(next(iter(verses.values())))
     batch = 24
     gen = torch.Generator().manual_seed(seed)
@@ -127,6 +129,7 @@ def _train(model_cfg, verses, sp, routes, steps, seed):
         opt.zero_grad()
         loss.backward()
         opt.step()
+        warmup.step()
     model.eval()
     return model
 
