@@ -18,6 +18,7 @@ COPY server ./server
 COPY training ./training
 RUN pip install '.[serve]'
 
+# models/ holds the default bundle when one has been built (see models/README.md).
 COPY models ./models
 
 USER lsmt

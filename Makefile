@@ -8,6 +8,8 @@ PIP := $(PY) -m pip
 TORCH := torch==2.13.0
 HOST ?= 127.0.0.1
 PORT ?= 8000
+# Bundle directories to serve; empty = the bundled default model (models/default).
+BUNDLES ?=
 
 .PHONY: serve test lint format install-serve install-all corpus tokenizer default-model clean
 
@@ -28,7 +30,7 @@ install-serve: $(VENV)/.serve-installed
 install-all: $(VENV)/.all-installed
 
 serve: $(VENV)/.serve-installed
-	$(PY) -m server --host $(HOST) --port $(PORT)
+	$(PY) -m server --host $(HOST) --port $(PORT) $(BUNDLES)
 
 test: $(VENV)/.all-installed
 	$(PY) -m ruff check .

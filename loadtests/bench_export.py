@@ -1,0 +1,128 @@
+"""Export benchmark: module store vs all-routes export, assembly + engine load time per route,
+int8 vs float32 engine size.
+
+    python loadtests/bench_export.py [--recipe lsl_nas] [--languages 10] [--routes 6]
+        [--repeats 3] [--out runs/bench_export]
+
+Weights are the recipe's freshly initialised model (sizes and timings do not depend on the
+values); the tokenizer is data/tokenizer (build it with `make tokenizer`). Writes results.json,
+results.csv and results.png under --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from model_export.bundle import load_bundle
+from model_export.ct2 import load_translator, save_engine
+from model_export.from_torch import export_bundle
+from training.model import build_model
+from training.recipe import find_recipe, recipe_from_dict
+
+LANGS = ["de", "en", "es", "fr", "it", "ja", "ko", "pt", "sw", "zh"]
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--recipe", default="lsl_nas")
+    p.add_argument("--tokenizer", type=Path, default=Path("data/tokenizer/spm.model"))
+    p.add_argument("--languages", type=int, default=10)
+    p.add_argument("--routes", type=int, default=6, help="routes to time")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--out", type=Path, default=Path("runs/bench_export"))
+    args = p.parse_args()
+
+    import sentencepiece as spm
+    import yaml
+
+    recipe = recipe_from_dict(yaml.safe_load(find_recipe(args.recipe).read_text()))
+    langs = LANGS[: args.languages]
+    vocab = spm.SentencePieceProcessor(model_file=str(args.tokenizer)).get_piece_size()
+    torch.manual_seed(0)
+    model = build_model(recipe.model, vocab, langs)
+    routes = [(s, "en") for s in langs if s != "en"] + [("en", t) for t in langs if t != "en"]
+    results: dict = {"recipe": args.recipe, "languages": langs, "routes": len(routes)}
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        bundle_dir = Path(tmp) / "bundle"
+        export_bundle(
+            model,
+            bundle_dir,
+            name="bench",
+            tokenizer_model=args.tokenizer,
+            routes=routes,
+            store_dtype="float16",
+        )
+        bundle = load_bundle(bundle_dir)
+        store = sum(f.stat().st_size for f in (bundle_dir / "modules").rglob("*.safetensors"))
+        one_route = bundle.assemble(*routes[0])
+        route_bytes = sum(
+            v.size * 2
+            for k, v in one_route.weights.items()
+            if not k.startswith("decoder.output_projection") and k != "decoder.embed_tokens.weight"
+        )
+        results.update(store_mb=store / 1e6, all_routes_mb=route_bytes * len(routes) / 1e6)
+        f32 = save_engine(one_route, Path(tmp) / "f32", "float32")
+        i8 = save_engine(one_route, Path(tmp) / "i8", "int8")
+        results.update(
+            engine_float32_mb=(f32 / "model.bin").stat().st_size / 1e6,
+            engine_int8_mb=(i8 / "model.bin").stat().st_size / 1e6,
+        )
+        for src, tgt in routes[: args.routes]:
+            assemble_s, load_s = [], []
+            for _ in range(args.repeats):
+                t0 = time.perf_counter()
+                dense = bundle.assemble(src, tgt)
+                t1 = time.perf_counter()
+                translator, _ = load_translator(dense, compute_type="int8")
+                t2 = time.perf_counter()
+                del translator
+                assemble_s.append(t1 - t0)
+                load_s.append(t2 - t1)
+            rows.append(
+                {
+                    "route": f"{src}-{tgt}",
+                    "assemble_ms": 1e3 * statistics.median(assemble_s),
+                    "engine_load_ms": 1e3 * statistics.median(load_s),
+                }
+            )
+    results["per_route"] = rows
+    results["median_assemble_ms"] = statistics.median(r["assemble_ms"] for r in rows)
+    results["median_engine_load_ms"] = statistics.median(r["engine_load_ms"] for r in rows)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    with open(args.out / "results.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3))
+    names = ["module store", "every route as a model"]
+    ax.barh(names, [results["store_mb"], results["all_routes_mb"]])
+    ax.set_xlabel("MB (float16)")
+    ax.set_title(f"{args.recipe}, {len(langs)} languages, {len(routes)} routes")
+    fig.tight_layout()
+    fig.savefig(args.out / "results.png", dpi=100)
+    print(json.dumps({k: v for k, v in results.items() if k != "per_route"}, indent=2))
+    for r in rows:
+        print(
+            f"{r['route']}: assemble {r['assemble_ms']:.0f} ms, engine load "
+            f"{r['engine_load_ms']:.0f} ms"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
