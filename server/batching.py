@@ -75,12 +75,16 @@ class Job:
         return sum(len(s) for s in self.sources[self.next_index :])
 
 
-def run_translate_batch(translator: Any, sources: list[list[str]], opts: DecodeOptions):
+def run_translate_batch(
+    translator: Any, sources: list[list[str]], opts: DecodeOptions, max_positions: int
+):
     return translator.translate_batch(
         sources,
         beam_size=opts.beam_size,
         num_hypotheses=opts.num_hypotheses,
-        max_decoding_length=opts.max_length,
+        # The decoder has a position table of max_positions rows and the start token takes
+        # one: a longer output would index past it (CTranslate2 raises).
+        max_decoding_length=min(opts.max_length, max_positions - 1),
         max_input_length=0,  # the server enforces the position limit itself
         return_scores=True,
     )
@@ -247,7 +251,12 @@ class Batcher:
             sources = [job.sources[i] for job, i in items]
             t0 = time.perf_counter()
             results = await loop.run_in_executor(
-                self.executor, run_translate_batch, engine.translator, sources, opts
+                self.executor,
+                run_translate_batch,
+                engine.translator,
+                sources,
+                opts,
+                self.served.max_source_positions,
             )
         finally:
             self.registry.release(engine)
