@@ -15,7 +15,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -319,20 +319,35 @@ def encode_corpus(
     encoder: SourceEncoder,
     max_len: int | None = None,
     progress: bool = False,
+    target_encoder: Callable[[str, list[str]], list[list[int]]] | None = None,
 ) -> tuple[dict[str, RouteData], dict[str, int]]:
     """Tokenize text pairs per route; drop pairs longer than ``max_len`` (after tagging).
 
     Returns the datasets and the number of dropped pairs per route. Each distinct sentence is
     encoded once (multi-parallel corpora repeat sentences across directions).
+    ``target_encoder(lang, texts)`` segments the target side per target language (train-time
+    vocabulary filtering, ``training.vocab``); by default both sides use ``tokenizer``.
     """
-    texts = {t for route_pairs in pairs.values() for pair in route_pairs for t in pair}
-    unique = sorted(texts)
-    if hasattr(tokenizer, "encode_batch"):  # SentencePiece's multi-threaded batch encoder
-        encoded = tokenizer.encode_batch(unique)
+
+    def encode_all(texts: set[str]) -> dict[str, list[int]]:
+        unique = sorted(texts)
+        if hasattr(tokenizer, "encode_batch"):  # SentencePiece's multi-threaded batch encoder
+            encoded = tokenizer.encode_batch(unique)
+        else:
+            encoded = [tokenizer.encode_ids(t) for t in unique]
+        return dict(zip(unique, encoded, strict=True))
+
+    if target_encoder is None:
+        shared = encode_all(
+            {t for route_pairs in pairs.values() for pair in route_pairs for t in pair}
+        )
+        src_ids, tgt_ids = shared, {route.tgt: shared for route in pairs}
     else:
-        encoded = [tokenizer.encode_ids(t) for t in unique]
-    cache = dict(zip(unique, encoded, strict=True))
-    ids = cache.__getitem__
+        src_ids = encode_all({s for route_pairs in pairs.values() for s, _ in route_pairs})
+        tgt_ids = {}
+        for lang in sorted({route.tgt for route in pairs}):
+            texts = sorted({t for r, rp in pairs.items() if r.tgt == lang for _, t in rp})
+            tgt_ids[lang] = dict(zip(texts, target_encoder(lang, texts), strict=True))
 
     datasets: dict[str, RouteData] = {}
     dropped: dict[str, int] = {}
@@ -346,8 +361,8 @@ def encode_corpus(
         srcs, tgts = [], []
         n_drop = 0
         for s, t in route_pairs:
-            src = [*prefix, *ids(s), *suffix]
-            tgt = ids(t)
+            src = [*prefix, *src_ids[s], *suffix]
+            tgt = tgt_ids[route.tgt][t]
             if max_len is not None and (len(src) > max_len or len(tgt) + 1 > max_len):
                 n_drop += 1
                 continue

@@ -247,40 +247,12 @@ def encode_corpus_filtered(
     progress: bool = False,
 ):
     """:func:`training.batching.encode_corpus` with the target side of every direction
-    segmented with its target language's vocabulary (the source side with the full one).
+    segmented with its target language's vocabulary (the source side with the full one)."""
+    from .batching import encode_corpus
 
-    Same return value and same length filter as ``encode_corpus``.
-    """
-    from .batching import RouteData
-    from .recipe import route_key
-
-    sources = sorted({s for route_pairs in pairs.values() for s, _ in route_pairs})
-    src_ids = dict(zip(sources, tokenizer.encode_batch(sources), strict=True))
-    tgt_ids: dict[str, dict[str, list[int]]] = {}
-    for lang in sorted({route.tgt for route in pairs}):
-        texts = sorted({t for route, rp in pairs.items() if route.tgt == lang for _, t in rp})
-        tgt_ids[lang] = dict(zip(texts, vocabs.encode_batch(lang, texts), strict=True))
-
-    datasets, dropped = {}, {}
-    items = sorted(pairs.items(), key=lambda kv: route_key(kv[0]))
-    if progress:
-        from tqdm import tqdm
-
-        items = tqdm(items, desc="tokenize (target vocab)", unit="route")
-    for route, route_pairs in items:
-        prefix, suffix = encoder.affixes(route)
-        srcs, tgts, n_drop = [], [], 0
-        for s, t in route_pairs:
-            src = [*prefix, *src_ids[s], *suffix]
-            tgt = tgt_ids[route.tgt][t]
-            if max_len is not None and (len(src) > max_len or len(tgt) + 1 > max_len):
-                n_drop += 1
-                continue
-            srcs.append(src)
-            tgts.append(tgt)
-        datasets[route_key(route)] = RouteData.from_lists(route, srcs, tgts)
-        dropped[route_key(route)] = n_drop
-    return datasets, dropped
+    return encode_corpus(
+        pairs, tokenizer, encoder, max_len, progress, target_encoder=vocabs.encode_batch
+    )
 
 
 def setup_training_data(trainer: Any, train_pairs: dict, max_len: int):
