@@ -175,17 +175,13 @@ def routes_beating_copy(
 
 def verify_against_model(model, dense, src: str, tgt: str) -> float:
     """Largest absolute difference between assembled weights and the model's route weights."""
-    from training.model import Route
+    from .from_torch import dense_name
 
-    route = Route(src, tgt)
     worst = 0.0
-    for name, param in model.named_parameters():
-        if ".by_lang." in name:
-            prefix, rest = name.split(".by_lang.", 1)
-            lang, rest = rest.split(".", 1)
-            if lang != route.lang(model.get_submodule(prefix).index):
-                continue
-            name = f"{prefix}.{rest}"
+    for param_name, param in model.named_parameters():
+        name, index, lang = dense_name(model, param_name)
+        if lang is not None and lang != (src if index == "src" else tgt):
+            continue
         if name not in dense.weights:
             raise SystemExit(f"verification failed: {name} missing from the assembled route")
         expected = param.detach().cpu().numpy()

@@ -26,13 +26,23 @@ def architecture_of(cfg: Any) -> Architecture:
     )
 
 
+def dense_name(model: Any, param_name: str) -> tuple[str, str, str | None]:
+    """``P.by_lang.<lang>.rest`` -> (``P.rest``, the index of module ``P``, ``lang``);
+    a shared parameter -> (its name, ``"shared"``, None)."""
+    if ".by_lang." not in param_name:
+        return param_name, "shared", None
+    prefix, rest = param_name.split(".by_lang.", 1)
+    lang, rest = rest.split(".", 1)
+    return f"{prefix}.{rest}", model.get_submodule(prefix).index, lang
+
+
 def split_modules(
     model: Any, languages: list[str], store_dtype: str = "float16"
 ) -> tuple[list[WeightGroup], dict[str, Weights]]:
     """Weight groups and module contents, keyed by dense (route-independent) names.
 
     A parameter ``P.by_lang.<lang>.rest`` of a LanguageSpecific module at ``P`` goes to the
-    module ``<index>/<lang>`` under the dense name ``P.rest``.
+    module ``<index>/<lang>`` under the dense name ``P.rest`` (:func:`dense_name`).
     """
     from training.model import LanguageSpecific
 
@@ -43,15 +53,11 @@ def split_modules(
             groups.append(WeightGroup(prefix=path, index=module.index))
     for name, param in model.named_parameters():
         value = param.detach().cpu().float().numpy()
-        if ".by_lang." not in name:
-            modules["shared"][name] = value
-            continue
-        prefix, rest = name.split(".by_lang.", 1)
-        lang, rest = rest.split(".", 1)
-        if lang not in languages:
-            continue
-        index = model.get_submodule(prefix).index
-        modules.setdefault(module_name(index, lang), {})[f"{prefix}.{rest}"] = value
+        dense, index, lang = dense_name(model, name)
+        if lang is None:
+            modules["shared"][dense] = value
+        elif lang in languages:
+            modules.setdefault(module_name(index, lang), {})[dense] = value
     return groups, {name: encode(weights, store_dtype) for name, weights in modules.items()}
 
 
