@@ -68,6 +68,7 @@ def export_main(argv: list[str]) -> int:
     args = p.parse_args(argv)
 
     from training.checkpoint import load_model
+    from training.recipe import resolve_path
 
     from .bundle import load_bundle
     from .from_torch import export_bundle
@@ -121,11 +122,14 @@ def export_main(argv: list[str]) -> int:
             raise SystemExit("no route passes --min-chrf-gain")
     provenance = {
         "recipe": recipe.model_dump(mode="json"),
-        "checkpoint": str(meta.path),
+        "checkpoint": _portable(meta.path),
         "step": meta.step,
         "best_dev_chrf": meta.best_dev_chrf,
         "tokenizer_sha256": meta.tokenizer_sha256,
     }
+    corpus = corpus_provenance(resolve_path(recipe.data.dir) / "stats.json")
+    if corpus is not None:
+        provenance["corpus"] = corpus
     if evaluation is not None:
         provenance["evaluation"] = evaluation
     if dropped:
@@ -246,6 +250,28 @@ def build_engines_main(argv: list[str]) -> int:
     except BundleError as exc:
         raise SystemExit(f"error: {exc}") from exc
     return 0
+
+
+def _portable(path: Path) -> str:
+    """``path`` relative to the working directory when inside it (no host paths in bundles)."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def corpus_provenance(stats_file: Path) -> dict | None:
+    """What the bundle records of its training corpus (from the builder's ``stats.json``):
+    how it was built and each language's edition with its licence, so that the held-out book
+    can be rebuilt and the model card can name its sources. None if the file is absent."""
+    if not stats_file.is_file():
+        return None
+    stats = json.loads(stats_file.read_text(encoding="utf-8"))
+    return {
+        "build_args": stats.get("build_args", {}),
+        "source": stats.get("source", {}),
+        "editions": {lang: e["primary"] for lang, e in stats.get("editions", {}).items()},
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -66,6 +66,7 @@ def write_bundle(
         path = module_path(out, name)
         path.parent.mkdir(parents=True, exist_ok=True)
         save_file({k: np.ascontiguousarray(v) for k, v in weights.items()}, str(path))
+        path.chmod(0o644)  # safetensors writes 0600: a server running as another user must read it
     (out / "manifest.json").write_text(manifest.model_dump_json(indent=2) + "\n")
 
 

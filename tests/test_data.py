@@ -451,3 +451,41 @@ def test_import_errors(tmp_path):
         read_tsv(t)
     with pytest.raises(CorpusFormatError, match="invalid language"):
         import_pairs([("a", "b")], tmp_path / "o", "EN", "de", "train", "x")
+
+
+# -- edition choice and licences ---------------------------------------------------------------
+
+
+def test_public_domain_only_refuses_unverified_editions(tmp_path):
+    from training.data.corpus import BuildConfig
+
+    with pytest.raises(ValueError, match=r"fr edition o .* not recorded as public domain"):
+        BuildConfig(out=tmp_path, languages=("en", "fr"), public_domain_only=True)
+    cfg = BuildConfig(
+        out=tmp_path, languages=("en", "fr"), editions={"fr": "l"}, public_domain_only=True
+    )
+    assert [ed.code for ed in cfg.chosen_editions("fr")] == ["l"]
+    # the table's primary becomes an extra edition (training data only with --extra-editions)
+    extra = BuildConfig(
+        out=tmp_path, languages=("en", "fr"), editions={"fr": "l"}, extra_editions=True
+    )
+    assert [ed.code for ed in extra.chosen_editions("fr")] == ["l", "o", "5"]
+
+
+def test_edition_choice_errors_name_what_is_allowed(tmp_path):
+    from training.data.__main__ import main as data_main
+    from training.data.corpus import BuildConfig
+
+    with pytest.raises(ValueError, match=r"fr has no edition 'zz'; its editions: o \(Ostervald"):
+        BuildConfig(out=tmp_path, languages=("en", "fr"), editions={"fr": "zz"})
+    with pytest.raises(ValueError, match="names languages not being built: de"):
+        BuildConfig(out=tmp_path, languages=("en", "fr"), editions={"de": "e"})
+    with pytest.raises(SystemExit):
+        data_main(["build", "--out", str(tmp_path), "--editions", "fr"])
+
+
+def test_public_domain_editions_are_not_restricted():
+    for lang, le in LANGUAGE_EDITIONS.items():
+        for ed in (le.primary, *le.extra):
+            assert not (ed.public_domain and ed.restricted), (lang, ed.code)
+            assert ed.public_domain == ed.licence.startswith("public domain"), (lang, ed.code)

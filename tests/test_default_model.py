@@ -24,19 +24,15 @@ SENTENCES = 24
 # sample we ask for a little less, so the check has a margin without being flaky.
 MIN_GAIN = 6.0
 
-# The bundle is built by `make default-model` (issue 7); until it is committed there is nothing
-# to check. Once models/default exists every test here runs.
-pytestmark = pytest.mark.skipif(
-    not (DEFAULT / "manifest.json").is_file(),
-    reason="models/default not built yet: run `make default-model` (see MODEL_CARD.md)",
-)
-
 
 @pytest.fixture(scope="module")
 def heldout(tmp_path_factory) -> Path:
-    """The held-out test book (Acts) for the bundle's languages, built from the real db."""
+    """The held-out test book (Acts) for the bundle's languages, built from the real db with
+    the editions and directions the bundle was trained on (recorded in its provenance)."""
     out = tmp_path_factory.mktemp("heldout") / "corpus"
-    langs = ",".join(load_bundle(DEFAULT).manifest.languages)
+    manifest = load_bundle(DEFAULT).manifest
+    corpus = manifest.provenance["corpus"]
+    editions = ",".join(f"{lang}={ed['code']}" for lang, ed in corpus["editions"].items())
     subprocess.run(
         [
             sys.executable,
@@ -46,7 +42,11 @@ def heldout(tmp_path_factory) -> Path:
             "--out",
             str(out),
             "--languages",
-            langs,
+            ",".join(manifest.languages),
+            "--editions",
+            editions,
+            "--directions",
+            corpus["build_args"]["directions"],
             "--books",
             "44,45",
             "--no-progress",
@@ -89,13 +89,17 @@ def server_url():
     proc.wait(timeout=30)
 
 
-def test_default_bundle_is_small_and_language_specific():
+def test_default_bundle_is_small_language_specific_and_public_domain():
     bundle = load_bundle(DEFAULT)
     size = sum(p.stat().st_size for p in DEFAULT.rglob("*") if p.is_file())
     assert size < 40e6, f"default bundle is {size / 1e6:.1f} MB"
     assert len(bundle.manifest.languages) >= 6 and "en" in bundle.manifest.languages
     assert (DEFAULT / "modules" / "src").is_dir() and (DEFAULT / "modules" / "tgt").is_dir()
     assert {g.index for g in bundle.manifest.weight_groups} == {"shared", "src", "tgt"}
+    editions = bundle.manifest.provenance["corpus"]["editions"]
+    assert set(editions) == set(bundle.manifest.languages)
+    for lang, ed in editions.items():
+        assert ed["public_domain"] and not ed["restricted"], (lang, ed)
 
 
 def test_every_offered_route_translates_well_above_copy(server_url, heldout):

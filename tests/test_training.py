@@ -440,3 +440,78 @@ def test_shallow_init_from_recipe(tiny_run, toy_data, tmp_path):
     for k in [k for k in dst if k.startswith("decoder.")]:
         assert torch.equal(dst[k], src[k])
     assert trainer.init_report["mode"] == "shallow"
+
+
+def test_time_limit_stops_cleanly_and_resume_continues(toy_data, tmp_path):
+    """``--time-limit``: no update after the limit, last.pt saved, --resume goes on; the
+    training time of both runs adds up in the checkpoint."""
+    data, tok = toy_data
+    out = tmp_path / "run"
+    stopped = Trainer(tiny_recipe(data, tok, max_steps=4), out, progress=False, time_limit_s=0.0)
+    summary = stopped.run()
+    assert summary["stopped_early"] and summary["step"] == 0
+    first = load_checkpoint(out, "last")
+    assert first["step"] == 0 and first["train_seconds"] > 0
+    resumed = Trainer(tiny_recipe(data, tok, max_steps=4), out, progress=False, resume_from=first)
+    summary = resumed.run()
+    assert summary["step"] == 4 and not summary["stopped_early"]
+    assert summary["train_seconds"] > first["train_seconds"]
+    last = load_checkpoint(out, "last")["train_seconds"]
+    assert first["train_seconds"] < last <= summary["train_seconds"]
+
+
+def test_slim_checkpoint_keeps_the_model_and_drops_resume_state(tiny_run, tmp_path):
+    from training.checkpoint import main as checkpoint_main
+
+    dst = tmp_path / "slim.pt"
+    assert checkpoint_main(["slim", str(tiny_run / "last.pt"), str(dst), "--dtype", "float16"]) == 0
+    slim = load_checkpoint(dst)
+    assert "optimizer" not in slim and "rng" not in slim
+    assert all(v.dtype == torch.float16 for v in slim["model"].values() if v.is_floating_point())
+    full_model, _, meta = load_model(tiny_run, which="last")
+    slim_model, _, slim_meta = load_model(dst)
+    assert slim_meta.step == meta.step and slim_meta.routes == meta.routes
+    src = torch.tensor([[5, 6, 7, EOS_ID]])
+    route = meta.routes[0]
+    tgt_in = torch.tensor([[2, 5, 6]])
+    torch.testing.assert_close(
+        slim_model(src, tgt_in, route), full_model(src, tgt_in, route), rtol=0, atol=2e-2
+    )
+
+
+@pytest.mark.parametrize("store_dtype", ["float32", "int8"])
+def test_init_from_a_bundle_restores_every_weight(toy_data, tmp_path, store_dtype):
+    """A recipe can start from an exported bundle (the shipped model): every parameter, the
+    language-specific copies included, comes back (exactly from float32 modules, within the
+    storage error from int8 ones)."""
+    from model_export.from_torch import export_bundle
+    from training.checkpoint import init_from_checkpoint
+    from training.model import build_model
+
+    data, tok = toy_data
+    lsl = {"language_specific": {"encoder_src": [1], "encoder_tgt": [2]}}
+    recipe = tiny_recipe(data, tok, model=lsl)
+    langs = ["de", "en", "fr"]
+    vocab = 360
+    torch.manual_seed(0)
+    source = build_model(recipe.model, vocab, langs)
+    bundle = tmp_path / "bundle"
+    export_bundle(
+        source,
+        bundle,
+        name="toy",
+        tokenizer_model=tok / "spm.model",
+        routes=[(s, t) for s, t in TOY_ROUTES],
+        languages=langs,
+        store_dtype=store_dtype,
+        provenance={"recipe": recipe.model_dump(mode="json")},
+    )
+    torch.manual_seed(1)
+    target = build_model(recipe.model, vocab, langs)
+    mapping = init_from_checkpoint(target, bundle, "copy")
+    assert len(mapping) == len(target.state_dict())
+    assert any(".by_lang.fr." in name for name in mapping)
+    tolerance = 0.0 if store_dtype == "float32" else 1 / 254 + 1e-3  # int8: half a step
+    for name, value in source.state_dict().items():
+        err = (target.state_dict()[name] - value).abs().max().item()
+        assert err <= tolerance * max(value.abs().max().item(), 1e-6), name

@@ -5,20 +5,22 @@ vocabularies saved in the checkpoint."""
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 import sentencepiece as spm
 import torch
 
 from model_export.vocab import character_counts, is_byte_piece, select_target_vocab
-from training.batching import SourceEncoder, encode_corpus
+from training.batching import PAD_ID, SourceEncoder, encode_corpus
 from training.checkpoint import load_checkpoint
 from training.data import load_split
 from training.model import Route
 from training.recipe import load_recipe
 from training.tokenizer import Tokenizer, load_frequencies
-from training.train import Trainer
+from training.train import Trainer, label_smoothed_nll
 from training.vocab import (
+    TargetVocabConfig,
     TargetVocabularies,
     encode_corpus_filtered,
     restrict_model,
@@ -180,3 +182,81 @@ def test_stats_cli(lsl_corpus, lsl_tokenizer, tmp_path, capsys):
         assert row["tokens_filtered"] >= row["tokens_full"]
     assert stats["total"]["increase"] > 0
     assert "increase" in capsys.readouterr().out
+
+
+# -- the training softmax restricted to the target language's vocabulary ---------------------------
+
+
+def _restricted_trainer(lsl_corpus, lsl_tokenizer, tmp_path, **training) -> Trainer:
+    recipe = load_recipe(
+        "tiny_lsl_vocab",
+        {
+            "data": {
+                "dir": str(lsl_corpus),
+                "tokenizer": str(lsl_tokenizer),
+                "max_len": 48,
+                "target_vocab": {"min_count": 2, "max_size": 60, "restrict_output": True},
+            },
+            "training": {"max_steps": 2, "eval_every": 0, "save_every": 0, **training},
+        },
+    )
+    return Trainer(recipe, tmp_path / "run", progress=False)
+
+
+def test_restrict_output_needs_train_time_filtering():
+    with pytest.raises(ValueError, match="restrict_output needs filter_training"):
+        TargetVocabConfig(max_size=10, filter_training=False, restrict_output=True)
+
+
+def test_restricted_softmax_equals_full_softmax_masked_to_the_vocabulary(
+    lsl_corpus, lsl_tokenizer, tmp_path
+):
+    """Same loss and same gradients as the full output layer with every piece outside the
+    target language's vocabulary masked out: the fast path changes no training maths."""
+    trainer = _restricted_trainer(lsl_corpus, lsl_tokenizer, tmp_path)
+    model, vocab = trainer.model.eval(), trainer.output_vocab
+    batch = trainer.sampler.next_batch()
+    keep = batch.gold != PAD_ID
+    rows, gold = vocab.restrict(batch.route, batch.gold)
+    assert torch.equal(rows[gold[keep]], batch.gold[keep])  # positions map back to the pieces
+    assert len(rows) < model.vocab_size
+
+    def loss_and_grads(restricted: bool):
+        model.zero_grad()
+        if restricted:
+            logits = model(batch.src, batch.tgt_in, batch.route, rows)
+            _, nll = label_smoothed_nll(logits, gold, 0.0, keep=keep)
+        else:
+            logits = model(batch.src, batch.tgt_in, batch.route)
+            allowed = torch.zeros(model.vocab_size, dtype=torch.bool)
+            allowed[rows] = True
+            logits = logits.masked_fill(~allowed, float("-inf"))
+            _, nll = label_smoothed_nll(logits, batch.gold, 0.0)
+        nll.backward()  # (label smoothing over a masked vocabulary would average -inf)
+        grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+        return nll.item(), grads
+
+    (fast_nll, fast_grads), (full_nll, full_grads) = loss_and_grads(True), loss_and_grads(False)
+    assert math.isfinite(fast_nll) and fast_nll == pytest.approx(full_nll, rel=1e-5)
+    assert fast_grads.keys() == full_grads.keys()
+    for name in fast_grads:
+        torch.testing.assert_close(fast_grads[name], full_grads[name], rtol=1e-4, atol=1e-6)
+
+
+def test_restricted_training_runs_and_decodes_inside_the_vocabulary(
+    lsl_corpus, lsl_tokenizer, tmp_path
+):
+    from training.evaluate import translate_ids
+
+    trainer = _restricted_trainer(lsl_corpus, lsl_tokenizer, tmp_path, max_steps=3)
+    summary = trainer.run()
+    assert summary["step"] == 3 and math.isfinite(summary["last_train"]["loss"])
+    model = trainer.model.eval()
+    route = trainer.routes[0]
+    data = trainer.datasets[f"{route.src}-{route.tgt}"]
+    sources = [data.src[data.src_offsets[i] : data.src_offsets[i + 1]].tolist() for i in range(4)]
+    allowed = set(trainer.target_vocab.ids[route.tgt])
+    outputs = translate_ids(
+        model, sources, route, output_ids=trainer.target_vocab.ids[route.tgt], batch_size=4
+    )
+    assert all(set(ids) <= allowed for ids in outputs)

@@ -199,6 +199,21 @@ def save_checkpoint(ckpt: dict[str, Any], path: Path | str) -> Path:
     return path
 
 
+TRAINING_STATE_KEYS = ("optimizer", "scheduler", "scaler", "sampler", "rng", "world_size")
+
+
+def slim_checkpoint(ckpt: dict[str, Any], dtype: torch.dtype | None = None) -> dict[str, Any]:
+    """``ckpt`` without its resume state, floating weights cast to ``dtype`` (e.g. float16 to
+    carry a model between machines at half the size; loading casts back to the model's
+    dtype). Everything the exporter and ``init_from`` read is kept."""
+    slim = {k: v for k, v in ckpt.items() if k not in TRAINING_STATE_KEYS and k != "_path"}
+    if dtype is not None:
+        slim["model"] = {
+            k: v.to(dtype) if v.is_floating_point() else v for k, v in ckpt["model"].items()
+        }
+    return slim
+
+
 def resolve_checkpoint(path: Path | str, which: Literal["best", "last"] = "best") -> Path:
     """A ``.pt`` file, or a run directory (its ``best.pt``, else ``last.pt``; or the reverse
     with ``which="last"``)."""
@@ -274,10 +289,48 @@ def _source_name(name: str, mode: str, n_enc: tuple[int, int], n_dec: tuple[int,
     return name
 
 
+def checkpoint_from_bundle(path: Path | str) -> dict[str, Any]:
+    """A bundle's weights as a checkpoint dict (``model``, ``model_config``, ``vocab_size``),
+    for ``init_from``: the shipped model can be trained further, or fine-tuned on a user's
+    corpus, without its training checkpoint. Module weights are named back to the model's
+    parameters (``P.rest`` of module ``src/xx`` -> ``P.by_lang.xx.rest``); int8 modules come
+    back dequantized (within their storage error)."""
+    from model_export.bundle import BundleError, load_bundle, module_name
+
+    bundle = load_bundle(path)
+    manifest = bundle.manifest
+    model_cfg = manifest.provenance.get("recipe", {}).get("model")
+    if model_cfg is None:
+        raise BundleError(f"{path}: the manifest's provenance has no recipe model section")
+    state: dict[str, torch.Tensor] = {}
+    names = [module_name("shared")] + [
+        module_name(index, lang)
+        for index in sorted({g.index for g in manifest.weight_groups} - {"shared"})
+        for lang in manifest.languages
+    ]
+    for name in names:
+        index = "shared" if name == "shared" else name.split("/")[0]
+        lang = None if name == "shared" else name.split("/")[1]
+        for key, value in bundle.read_module(name).items():
+            group = manifest.group_of(key)
+            if group.index != index:
+                continue  # an input of a fusion rule (e.g. the target vocabulary ids)
+            if lang is not None:
+                key = f"{group.prefix}.by_lang.{lang}{key[len(group.prefix) :]}"
+            state[key] = torch.from_numpy(value)
+    return {
+        "model": state,
+        "model_config": model_cfg,
+        "vocab_size": manifest.tokenizer.vocab_size,
+        "languages": manifest.languages,
+    }
+
+
 def init_from_checkpoint(
     model: nn.Module, source: Path | str | dict[str, Any], mode: str = "copy"
 ) -> dict[str, str]:
-    """Copy weights from a checkpoint into ``model`` (in place); returns target <- source names.
+    """Copy weights from a checkpoint (or a bundle directory: :func:`checkpoint_from_bundle`)
+    into ``model`` (in place); returns target <- source names.
 
     - ``copy``: parameters by name. A dense source tensor also initialises every language's
       copy of a module that is language-specific in ``model`` (``...by_lang.<xx>...``), as the
@@ -290,7 +343,12 @@ def init_from_checkpoint(
     Every parameter of ``model`` must be filled with a tensor of the same shape, else a
     ``ValueError`` lists what is missing.
     """
-    ckpt = source if isinstance(source, dict) else load_checkpoint(source, "last")
+    if isinstance(source, dict):
+        ckpt = source
+    elif (resolve_path(source) / "manifest.json").is_file():
+        ckpt = checkpoint_from_bundle(resolve_path(source))
+    else:
+        ckpt = load_checkpoint(source, "last")
     state = ckpt["model"]
     src_cfg = ModelConfig.model_validate(ckpt["model_config"])
     m = unwrap(model)
@@ -327,3 +385,27 @@ def init_from_checkpoint(
         )
     m.load_state_dict(new_state, strict=True)
     return mapping
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m training.checkpoint slim SRC DST [--dtype float16]``"""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m training.checkpoint")
+    sub = ap.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("slim", help="weights-only copy of a checkpoint, optionally cast")
+    s.add_argument("src", help="run directory (best.pt) or .pt file")
+    s.add_argument("dst", help="output .pt file")
+    s.add_argument("--dtype", choices=("float32", "float16", "bfloat16"), default=None)
+    args = ap.parse_args(argv)
+    ckpt = load_checkpoint(args.src)
+    dtype = None if args.dtype is None else getattr(torch, args.dtype)
+    out = save_checkpoint(slim_checkpoint(ckpt, dtype), args.dst)
+    print(f"{ckpt['_path']} (step {ckpt['step']}) -> {out} ({out.stat().st_size / 1e6:.1f} MB)")
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())

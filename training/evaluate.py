@@ -32,7 +32,7 @@ from sacrebleu.metrics import BLEU, CHRF
 from .batching import SourceEncoder, TokenizerLike
 from .model import Route, Seq2SeqTransformer
 from .recipe import parse_route, resolve_path, route_key
-from .search import beam_search, greedy_search
+from .search import beam_search, greedy_search, output_mask
 
 PIVOT = "en"
 
@@ -54,9 +54,12 @@ def translate_ids(
     length_penalty: float = 1.0,
     device: torch.device | str | None = None,
     progress: Callable[[int], None] | None = None,
+    output_ids: Sequence[int] | None = None,
 ) -> list[list[int]]:
-    """Output ids (no BOS/EOS) for tagged source ids; batches sorted by length."""
+    """Output ids (no BOS/EOS) for tagged source ids; batches sorted by length. With
+    ``output_ids``, only those pieces can be output (the target language's vocabulary)."""
     device = device or next(model.parameters()).device
+    allowed = output_mask(output_ids, model.vocab_size, device)
     was_training = model.training
     model.eval()
     order = sorted(range(len(sources)), key=lambda i: -len(sources[i]))
@@ -71,10 +74,16 @@ def translate_ids(
         src = src.to(device)
         max_len = max_decode_len(src_len, max_pos)
         if beam <= 1:
-            hyps = greedy_search(model, src, route, max_len=max_len)
+            hyps = greedy_search(model, src, route, max_len=max_len, allowed=allowed)
         else:
             hyps = beam_search(
-                model, src, route, beam_size=beam, max_len=max_len, length_penalty=length_penalty
+                model,
+                src,
+                route,
+                beam_size=beam,
+                max_len=max_len,
+                length_penalty=length_penalty,
+                allowed=allowed,
             )
         for i, h in zip(idx, hyps, strict=True):
             out[i] = h.tokens
@@ -95,11 +104,21 @@ def translate(
     batch_size: int = 32,
     length_penalty: float = 1.0,
     progress: Callable[[int], None] | None = None,
+    output_ids: Sequence[int] | None = None,
 ) -> list[str]:
     """Translate raw sentences along ``route`` (tagging as the model was trained)."""
     max_pos = model.cfg.max_positions
     sources = [encoder.encode(t, route, max_len=max_pos) for t in texts]
-    ids = translate_ids(model, sources, route, beam, batch_size, length_penalty, progress=progress)
+    ids = translate_ids(
+        model,
+        sources,
+        route,
+        beam,
+        batch_size,
+        length_penalty,
+        progress=progress,
+        output_ids=output_ids,
+    )
     return [tokenizer.decode_ids(x) for x in ids]
 
 
@@ -186,8 +205,10 @@ def evaluate_pairs(
     with_baseline: bool = True,
     show_progress: bool = False,
     keep_outputs: bool = False,
+    output_vocab: dict[str, Sequence[int]] | None = None,
 ) -> dict[str, Any]:
-    """Translate and score every direction of ``pairs``; returns ``{"directions", "averages"}``."""
+    """Translate and score every direction of ``pairs``; returns ``{"directions", "averages"}``.
+    ``output_vocab``: per target language, the only pieces it may output."""
     bar = None
     if show_progress:
         from tqdm import tqdm
@@ -208,6 +229,7 @@ def evaluate_pairs(
             batch_size,
             length_penalty,
             progress=bar.update if bar else None,
+            output_ids=(output_vocab or {}).get(route.tgt),
         )
         res: dict[str, Any] = {"sentences": len(refs), **score(hyps, refs, route.tgt)}
         res["seconds"] = time.perf_counter() - t0
@@ -298,6 +320,8 @@ def main(argv: list[str] | None = None) -> int:
         print("nothing to evaluate", file=sys.stderr)
         return 2
     lid = None if args.no_langid else LanguageIdentifier(meta.languages)
+    tv = recipe.data.target_vocab
+    output_vocab = meta.extra["target_vocab"]["ids"] if tv and tv.restrict_output else None
     t0 = time.perf_counter()
     results = evaluate_pairs(
         model,
@@ -310,6 +334,7 @@ def main(argv: list[str] | None = None) -> int:
         lid=lid,
         show_progress=True,
         keep_outputs=bool(args.outputs),
+        output_vocab=output_vocab,
     )
     outputs = {k: v.pop("outputs") for k, v in results["directions"].items() if "outputs" in v}
     results.update(

@@ -60,3 +60,55 @@ def plot_metrics(metrics: Path | str, png: Path | str, title: str | None = None)
     fig.savefig(out, dpi=100)
     plt.close(fig)
     return out
+
+
+def training_seconds(records: list[dict]) -> list[float]:
+    """Cumulative training seconds at each record: ``elapsed_s`` restarts at every resume, so
+    the segments are added up (eval records take the time of the train record before them)."""
+    total, offset, last, out = 0.0, 0.0, 0.0, []
+    for r in records:
+        if r.get("kind") == "train":
+            if r["elapsed_s"] < last:  # a resumed run: its clock started again
+                offset += last
+            last = r["elapsed_s"]
+            total = offset + last
+        out.append(total)
+    return out
+
+
+def plot_stages(stages: list[tuple[str, Path]], png: Path | str, title: str | None = None) -> Path:
+    """Dev chrF against training minutes of consecutive stages (e.g. dense, then LSL from it),
+    one time axis, with the copy-the-source baseline: the learning curve of a whole recipe."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    start = 0.0
+    copy = None
+    for label, metrics in stages:
+        records = read_metrics(metrics)
+        seconds = training_seconds(records)
+        points = [
+            (start + s / 60, r["dev_chrf"])
+            for r, s in zip(records, seconds, strict=True)
+            if r.get("kind") == "eval"
+        ]
+        copy = next((r["copy_chrf"] for r in records if r.get("copy_chrf") is not None), copy)
+        if points:
+            ax.plot(*zip(*points, strict=True), marker="o", ms=3, label=label)
+        start += (seconds[-1] if seconds else 0.0) / 60
+    if copy is not None:
+        ax.axhline(copy, ls="--", color="grey", label="copy-the-source baseline")
+    ax.set_xlabel("training time (minutes)")
+    ax.set_ylabel("dev chrF (greedy)")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    if title:
+        ax.set_title(title)
+    fig.tight_layout()
+    out = Path(png)
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return out

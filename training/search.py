@@ -1,12 +1,15 @@
 """Greedy and beam search over the route-aware model, with a key/value cache.
 
 Conventions match the exported CTranslate2 engines: decoding starts from BOS, which is not
-returned; a hypothesis ends at EOS (not returned either); nothing is masked from the output
-distribution, so the engine and PyTorch pick tokens from the same set.
+returned; a hypothesis ends at EOS (not returned either). ``allowed`` (a boolean mask over the
+vocabulary) restricts the output distribution to a target language's pieces, as the engine of
+a vocabulary-sliced bundle does; without it nothing is masked, so the engine and PyTorch pick
+tokens from the same set.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -24,6 +27,24 @@ class Hypothesis:
     log_probs: list[float]
 
 
+def output_mask(
+    output_ids: Sequence[int] | None, vocab_size: int, device: torch.device | str
+) -> torch.Tensor | None:
+    """Boolean mask over the vocabulary, True for ``output_ids`` (None: no restriction)."""
+    if output_ids is None:
+        return None
+    mask = torch.zeros(vocab_size, dtype=torch.bool, device=device)
+    mask[torch.as_tensor(list(output_ids), dtype=torch.long, device=device)] = True
+    return mask
+
+
+def _log_probs(logits: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
+    """Log-softmax over the allowed pieces (the others get -inf)."""
+    if allowed is not None:
+        logits = logits.masked_fill(~allowed, float("-inf"))
+    return torch.log_softmax(logits.float(), dim=-1)
+
+
 def _reorder(cache: list[LayerCache], index: torch.Tensor) -> None:
     for layer in cache:
         for part in layer.values():
@@ -33,7 +54,11 @@ def _reorder(cache: list[LayerCache], index: torch.Tensor) -> None:
 
 @torch.no_grad()
 def greedy_search(
-    model: Seq2SeqTransformer, src_ids: torch.Tensor, route: Route, max_len: int = 128
+    model: Seq2SeqTransformer,
+    src_ids: torch.Tensor,
+    route: Route,
+    max_len: int = 128,
+    allowed: torch.Tensor | None = None,
 ) -> list[Hypothesis]:
     """Greedy decoding of a padded batch (B, S); returns one hypothesis per row."""
     model.eval()
@@ -46,7 +71,7 @@ def greedy_search(
     done = torch.zeros(b, dtype=torch.bool, device=src_ids.device)
     for step in range(max_len):
         logits = model.decode(last, memory, mask, route, cache=cache, offset=step)[:, -1]
-        lp = torch.log_softmax(logits.float(), dim=-1)
+        lp = _log_probs(logits, allowed)
         best = lp.argmax(dim=-1)
         for i in range(b):
             if done[i]:
@@ -71,6 +96,7 @@ def beam_search(
     max_len: int = 128,
     length_penalty: float = 1.0,
     use_cache: bool = True,
+    allowed: torch.Tensor | None = None,
 ) -> list[Hypothesis]:
     """Batched beam search; best hypothesis per row, ranked by score / length**length_penalty.
 
@@ -94,7 +120,7 @@ def beam_search(
         logits = model.decode(
             inp, memory, mask, route, cache=cache, offset=step if use_cache else 0
         )
-        lp = torch.log_softmax(logits[:, -1].float(), dim=-1)  # (b*k, V)
+        lp = _log_probs(logits[:, -1], allowed)  # (b*k, V)
         vocab = lp.shape[-1]
         total = (scores.view(-1, 1) + lp).view(b, k * vocab)
         top_scores, top_idx = total.topk(2 * k, dim=-1)  # room for beams that finish
@@ -141,11 +167,15 @@ def beam_search(
 
 @torch.no_grad()
 def teacher_forced_log_probs(
-    model: Seq2SeqTransformer, src_ids: torch.Tensor, tgt_ids: list[int], route: Route
+    model: Seq2SeqTransformer,
+    src_ids: torch.Tensor,
+    tgt_ids: list[int],
+    route: Route,
+    allowed: torch.Tensor | None = None,
 ) -> list[float]:
     """Log-probability of each token of ``tgt_ids`` + EOS for one source row (1, S)."""
     model.eval()
     tgt_in = torch.tensor([[BOS_ID, *tgt_ids]], dtype=torch.long, device=src_ids.device)
-    lp = torch.log_softmax(model(src_ids, tgt_in, route)[0].float(), dim=-1)
+    lp = _log_probs(model(src_ids, tgt_in, route)[0], allowed)
     gold = [*tgt_ids, EOS_ID]
     return [lp[t, tok].item() for t, tok in enumerate(gold)]

