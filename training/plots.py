@@ -76,9 +76,15 @@ def training_seconds(records: list[dict]) -> list[float]:
     return out
 
 
-def plot_stages(stages: list[tuple[str, Path]], png: Path | str, title: str | None = None) -> Path:
-    """Dev chrF against training minutes of consecutive stages (e.g. dense, then LSL from it),
-    one time axis, with the copy-the-source baseline: the learning curve of a whole recipe."""
+def plot_stages(
+    stages: list[tuple[str, Path]],
+    png: Path | str,
+    title: str | None = None,
+    chain: bool = True,
+) -> Path:
+    """Dev chrF against training minutes, with the copy-the-source baseline. ``chain``: the
+    runs are consecutive stages (e.g. dense, then LSL from it) on one time axis, the learning
+    curve of a whole recipe; otherwise they are candidates compared from time zero."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -98,7 +104,8 @@ def plot_stages(stages: list[tuple[str, Path]], png: Path | str, title: str | No
         copy = next((r["copy_chrf"] for r in records if r.get("copy_chrf") is not None), copy)
         if points:
             ax.plot(*zip(*points, strict=True), marker="o", ms=3, label=label)
-        start += (seconds[-1] if seconds else 0.0) / 60
+        if chain:
+            start += (seconds[-1] if seconds else 0.0) / 60
     if copy is not None:
         ax.axhline(copy, ls="--", color="grey", label="copy-the-source baseline")
     ax.set_xlabel("training time (minutes)")
