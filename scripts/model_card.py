@@ -9,6 +9,7 @@ test-set evaluations, the bundle's manifest), so the card cannot drift from the 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 from pathlib import Path
 
@@ -61,6 +62,22 @@ def _minutes(run: Path) -> float:
     return (seconds[-1] if seconds else 0.0) / 60
 
 
+def _throughput(run: Path) -> tuple[float, float]:
+    """(target tokens/s over the whole run, evaluations included; target tokens per step),
+    from the logged windows (each logs its rate; its duration is the elapsed-time difference)."""
+    from training.plots import read_metrics
+
+    train = [r for r in read_metrics(run / "metrics.jsonl") if r.get("kind") == "train"]
+    tokens = seconds = steps = 0.0
+    for a, b in itertools.pairwise(train):
+        dt = b["elapsed_s"] - a["elapsed_s"]
+        if dt > 0:  # not across a resume
+            tokens += b["tgt_tokens_per_s"] * dt
+            seconds += dt
+            steps += b["step"] - a["step"]
+    return tokens / max(seconds, 1e-9), tokens / max(steps, 1)
+
+
 def build_card(bundle: Path, curve: Path) -> str:
     from training.plots import plot_stages
 
@@ -77,6 +94,7 @@ def build_card(bundle: Path, curve: Path) -> str:
     dropped = prov.get("dropped_routes", {})
     vocab = manifest.get("target_vocab") or {}
     minutes = {s: _minutes(p) for s, p in runs.items()}
+    rate, per_step = _throughput(runs["lsl"])
     plot_stages(
         [
             ("dense 8-2", runs["dense"] / "metrics.jsonl"),
@@ -159,9 +177,9 @@ def build_card(bundle: Path, curve: Path) -> str:
         f"- LSL stage (`{recipe['name']}`): best dev checkpoint at step {prov['step']} "
         f"(of {summaries['lsl']['step']} run), {minutes['lsl']:.0f} min on "
         f"{_machine(summaries['lsl'])}.",
-        f"- Throughput: {summaries['lsl']['last_train']['tgt_tokens_per_s']:,.0f} target "
-        "tokens/s (LSL stage; bf16 autocast on a GPU); batches of "
-        f"{recipe['training']['batch_tokens']:,} padded tokens, one direction per batch.",
+        f"- Throughput: {rate:,.0f} target tokens/s over the LSL stage, dev evaluations "
+        f"included (bf16 autocast on a GPU); {per_step:,.0f} target tokens per step in batches "
+        f"of at most {recipe['training']['batch_tokens']:,} padded tokens, one direction each.",
         "",
         f"![learning curve]({curve.relative_to(ROOT).as_posix()})",
         "",
