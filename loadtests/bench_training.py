@@ -5,7 +5,8 @@ side in one run, for each way of running a training step we can choose between.
         [--batch-tokens 4096] [--pairs-per-route 1000] [--out runs/bench_training]
 
 Configurations: intra-op threads (1, 2) x output layer (full vocabulary, restricted to the
-target language's vocabulary: ``data.target_vocab.restrict_output``). Each one builds the
+target language's vocabulary: ``data.target_vocab.restrict_output``), then the Adam
+implementation (per-parameter loop, ``foreach``, ``fused``). Each one builds the
 recipe's model from the same seed and times ``--steps`` optimizer updates after ``--warmup``
 untimed ones on the same sequence of batches; reported are target tokens/s and the ratio to
 the first configuration. Writes results.json, results.csv and results.png under --out.
@@ -24,13 +25,20 @@ from pathlib import Path
 import torch
 
 from training.recipe import load_recipe
-from training.train import Trainer, train_step
+from training.train import Trainer, make_optimizer, train_step
 
 CONFIGS = [
-    {"name": "1 thread, full softmax", "threads": 1, "restrict": False},
-    {"name": "2 threads, full softmax", "threads": 2, "restrict": False},
-    {"name": "1 thread, restricted softmax", "threads": 1, "restrict": True},
-    {"name": "2 threads, restricted softmax", "threads": 2, "restrict": True},
+    {"name": "1 thread, full softmax", "threads": 1, "restrict": False, "adam": "loop"},
+    {"name": "2 threads, full softmax", "threads": 2, "restrict": False, "adam": "loop"},
+    {"name": "1 thread, restricted softmax", "threads": 1, "restrict": True, "adam": "loop"},
+    {"name": "2 threads, restricted softmax", "threads": 2, "restrict": True, "adam": "loop"},
+    {
+        "name": "2 threads, restricted, foreach Adam",
+        "threads": 2,
+        "restrict": True,
+        "adam": "foreach",
+    },
+    {"name": "2 threads, restricted, fused Adam", "threads": 2, "restrict": True, "adam": "fused"},
 ]
 
 
@@ -51,6 +59,9 @@ def measure(recipe_name: str, cfg: dict, args: argparse.Namespace, out: Path) ->
     recipe = recipe.model_copy(update={"data": recipe.data.model_copy(update={"target_vocab": tv})})
     trainer = Trainer(recipe, out / "run", device="cpu", progress=False)
     t = recipe.training
+    trainer.optimizer, trainer.scheduler = make_optimizer(
+        trainer.model, recipe, implementation=cfg["adam"]
+    )
     tokens, seconds, losses = 0, 0.0, []
     for i in range(args.warmup + args.steps):
         batches = [trainer.sampler.next_batch() for _ in range(t.accumulation)]

@@ -2,6 +2,7 @@
 
 python -m model_export --checkpoint RUN_DIR --out BUNDLE_DIR [options]
 python -m model_export build-engines BUNDLE_DIR --routes de-en,en-fr --out ENGINES_DIR
+python -m model_export verify BUNDLE_DIR      # every file against its recorded SHA-256
 """
 
 from __future__ import annotations
@@ -274,10 +275,38 @@ def corpus_provenance(stats_file: Path) -> dict | None:
     }
 
 
+def verify_main(argv: list[str]) -> int:
+    """``python -m model_export verify BUNDLE``: check every file against its recorded size and
+    SHA-256; exit 1 if any is missing or differs."""
+    p = argparse.ArgumentParser(
+        prog="python -m model_export verify", description=verify_main.__doc__
+    )
+    p.add_argument("bundle", type=Path)
+    args = p.parse_args(argv)
+    from .bundle import BundleError, load_bundle
+
+    try:
+        bundle = load_bundle(args.bundle)
+    except BundleError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    report = bundle.verify()
+    if not report:
+        print(f"{args.bundle}: no checksums recorded (exported before they existed)")
+        return 1
+    for rel, status in report.items():
+        print(f"{status:<10} {rel}" if status == "ok" else f"BAD        {rel}: {status}")
+    bad = sum(status != "ok" for status in report.values())
+    print(f"{len(report) - bad} of {len(report)} files ok")
+    return 1 if bad else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "build-engines":
         return build_engines_main(argv[1:])
+    if argv and argv[0] == "verify":
+        return verify_main(argv[1:])
     return export_main(argv)
 
 

@@ -12,6 +12,7 @@ Numpy only: the server imports this without torch.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from collections.abc import Callable
@@ -20,9 +21,9 @@ from pathlib import Path
 
 import numpy as np
 from pydantic import ValidationError
-from safetensors.numpy import load_file, save_file
+from safetensors.numpy import load, save_file
 
-from .manifest import Architecture, Fusion, Index, Manifest, VocabSlice
+from .manifest import Architecture, FileDigest, Fusion, Index, Manifest, VocabSlice
 from .storage import decode
 from .tags import tag_source
 
@@ -67,7 +68,27 @@ def write_bundle(
         path.parent.mkdir(parents=True, exist_ok=True)
         save_file({k: np.ascontiguousarray(v) for k, v in weights.items()}, str(path))
         path.chmod(0o644)  # safetensors writes 0600: a server running as another user must read it
+    written = [manifest.tokenizer.path] + [
+        module_path(out, name).relative_to(out).as_posix() for name in modules
+    ]
+    manifest.files = {rel: digest((out / rel).read_bytes()) for rel in sorted(written)}
     (out / "manifest.json").write_text(manifest.model_dump_json(indent=2) + "\n")
+
+
+def digest(data: bytes) -> FileDigest:
+    return FileDigest(bytes=len(data), sha256=hashlib.sha256(data).hexdigest())
+
+
+def check_digest(manifest: Manifest, rel: str, data: bytes) -> None:
+    """Raise BundleError if ``data`` is not the file ``rel`` the manifest recorded (bundles
+    without recorded digests are not checked)."""
+    want = manifest.files.get(rel)
+    if want is None:
+        return
+    if len(data) != want.bytes:
+        raise BundleError(f"{rel}: {len(data)} bytes, the manifest recorded {want.bytes}")
+    if hashlib.sha256(data).hexdigest() != want.sha256:
+        raise BundleError(f"{rel}: checksum mismatch (corrupted or modified since export)")
 
 
 class Bundle:
@@ -111,13 +132,31 @@ class Bundle:
         return tag_source(self.manifest.tag_scheme, pieces, src, tgt)
 
     def read_module(self, name: str) -> Weights:
+        """A module's weights (float32, decoded), after checking its recorded size and
+        checksum: a corrupted module fails loudly instead of serving garbage."""
         path = module_path(self.path, name)
         try:
-            return decode(load_file(str(path)))
+            data = path.read_bytes()
         except FileNotFoundError as exc:
             raise BundleError(f"module {name} missing: {path}") from exc
+        check_digest(self.manifest, path.relative_to(self.path).as_posix(), data)
+        try:
+            return decode(load(data))
         except Exception as exc:  # safetensors raises several types for corrupt files
             raise BundleError(f"module {name} unreadable ({path}): {exc}") from exc
+
+    def verify(self) -> dict[str, str]:
+        """Every file the manifest records, checked: path -> "ok" or what is wrong."""
+        report: dict[str, str] = {}
+        for rel in self.manifest.files:
+            try:
+                check_digest(self.manifest, rel, (self.path / rel).read_bytes())
+                report[rel] = "ok"
+            except FileNotFoundError:
+                report[rel] = "missing"
+            except BundleError as exc:
+                report[rel] = str(exc).split(": ", 1)[1]
+        return report
 
     def assemble(self, src: str, tgt: str) -> DenseModel:
         """Dense float32 weights for one route: select the route's modules, apply fusions."""
@@ -203,7 +242,10 @@ def load_bundle(path: str | Path) -> Bundle:
         manifest = Manifest.model_validate(json.loads(manifest_path.read_text()))
     except (ValueError, ValidationError) as exc:
         raise BundleError(f"invalid manifest {manifest_path}: {exc}") from exc
-    pieces = read_pieces(root / manifest.tokenizer.path)
+    tokenizer = root / manifest.tokenizer.path
+    if tokenizer.is_file():
+        check_digest(manifest, manifest.tokenizer.path, tokenizer.read_bytes())
+    pieces = read_pieces(tokenizer)
     if len(pieces) != manifest.tokenizer.vocab_size:
         raise BundleError(
             f"tokenizer has {len(pieces)} pieces, manifest says {manifest.tokenizer.vocab_size}"

@@ -67,6 +67,13 @@ class TargetVocab(_Strict):
     sizes: dict[str, int]
 
 
+class FileDigest(_Strict):
+    """Size and SHA-256 of one bundle file, recorded at export and checked when it is read."""
+
+    bytes: int
+    sha256: str
+
+
 class TokenizerInfo(_Strict):
     path: str = "tokenizer/spm.model"
     vocab_size: int
@@ -85,6 +92,9 @@ class Manifest(_Strict):
     fusions: list[Fusion] = Field(default_factory=list)
     target_vocab: TargetVocab | None = None
     provenance: dict[str, Any] = Field(default_factory=dict)
+    files: dict[str, FileDigest] = Field(default_factory=dict)
+    """Path (relative to the bundle) -> digest of every module and the tokenizer. Empty in
+    bundles exported before checksums existed: those are read unchecked."""
 
     @model_validator(mode="after")
     def _check(self) -> Manifest:

@@ -44,6 +44,10 @@ async def read_fields(request: Request) -> dict[str, Any]:
             raise bad_request(
                 "malformed_json", f"The request body is not valid JSON ({exc})."
             ) from None
+        except RecursionError:
+            raise bad_request(
+                "malformed_json", "The JSON body is nested too deeply for a translate request."
+            ) from None
         if not isinstance(data, dict):
             raise bad_request("malformed_json", "The JSON body must be an object.")
         fields.update(data)
@@ -111,7 +115,7 @@ async def lt_translate(request: Request):
         )
     try:
         n_alt = int(fields.get("alternatives", 0) or 0)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise bad_request(
             "invalid_field", "Field 'alternatives' must be an integer.", parameter="alternatives"
         ) from None
@@ -202,13 +206,7 @@ async def lt_detect(request: Request):
     q = fields.get("q")
     if not isinstance(q, str) or not q.strip():
         raise bad_request("empty_text", "Field 'q' must be a non-empty string.", parameter="q")
-    if len(q) > st.settings.max_chars_per_text:
-        raise ApiError(
-            413,
-            "text_too_long",
-            f"'q' has {len(q)} characters; at most {st.settings.max_chars_per_text} are allowed.",
-            limit=st.settings.max_chars_per_text,
-        )
+    st.service.validate_texts([q])  # length, valid Unicode: the rules of /v1/translate
     return JSONResponse(
         [
             {"confidence": round(100 * c, 2), "language": lang}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -22,6 +23,9 @@ from .text import LanguageDetector, join_text, sentences_of, split_text
 
 AUTO = "auto"
 INLINE_PREP_CHARS = 2000  # larger requests are prepared in a worker thread
+
+# A lone surrogate cannot be encoded to UTF-8 (the tokenizer would fail on it).
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass
@@ -178,6 +182,15 @@ class TranslationService:
                     "empty_text",
                     f"Text {i} is empty or whitespace only; every text must contain something "
                     "to translate.",
+                    index=i,
+                )
+            bad = _SURROGATE.search(t)
+            if bad:
+                raise bad_request(
+                    "invalid_text",
+                    f"Text {i} holds a lone UTF-16 surrogate (U+{ord(bad.group()):04X}) at "
+                    f"character {bad.start()}: texts must be valid Unicode (escape "
+                    "characters outside the BMP as a surrogate pair, or send UTF-8).",
                     index=i,
                 )
             if len(t) > s.max_chars_per_text:

@@ -155,3 +155,41 @@ def test_storage_round_trip_within_its_error_bound(store_dtype):
         assert np.abs(back[name] - weights[name]).max() <= bound + 1e-7
     if store_dtype == "float32":
         np.testing.assert_array_equal(back["w"], weights["w"])
+
+
+def test_flipped_bytes_fail_the_route_and_verify_names_the_file(separate: TinyBundle, tmp_path):
+    """Same size, different bytes: without checksums this served garbage with 200."""
+    from model_export.__main__ import main as export_main
+
+    copy = tmp_path / "bundle"
+    shutil.copytree(separate.path, copy)
+    assert export_main(["verify", str(copy)]) == 0
+    module = copy / "modules/tgt/fr.safetensors"
+    data = bytearray(module.read_bytes())
+    data[-100] ^= 0xFF  # a weight byte: the file still parses
+    module.write_bytes(bytes(data))
+    bundle = load_bundle(copy)
+    with pytest.raises(BundleError, match=r"tgt/fr\.safetensors: checksum mismatch"):
+        bundle.assemble("de", "fr")
+    assert bundle.assemble("de", "en").weights  # other routes still assemble
+    assert bundle.verify()["modules/tgt/fr.safetensors"].startswith("checksum mismatch")
+    assert export_main(["verify", str(copy)]) == 1
+
+
+def test_every_written_file_has_a_digest_and_old_bundles_still_load(separate: TinyBundle, tmp_path):
+    manifest = json.loads((separate.path / "manifest.json").read_text())
+    written = {
+        p.relative_to(separate.path).as_posix()
+        for p in separate.path.rglob("*")
+        if p.is_file() and p.name != "manifest.json"
+    }
+    assert set(manifest["files"]) == written
+    for rel, d in manifest["files"].items():
+        assert d["bytes"] == (separate.path / rel).stat().st_size
+    # a bundle exported before checksums existed has no "files": it loads, unchecked
+    copy = tmp_path / "old"
+    shutil.copytree(separate.path, copy)
+    del manifest["files"]
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    bundle = load_bundle(copy)
+    assert bundle.verify() == {} and bundle.assemble("de", "en").weights

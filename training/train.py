@@ -161,10 +161,24 @@ def inverse_sqrt(warmup: int):
     return factor
 
 
-def make_optimizer(model: nn.Module, recipe: Recipe):
+ADAM_IMPLEMENTATIONS = {
+    "loop": {"foreach": False},
+    "foreach": {"foreach": True},
+    "fused": {"fused": True},
+}
+
+
+def make_optimizer(model: nn.Module, recipe: Recipe, implementation: str | None = None):
+    """Adam with the inverse-sqrt schedule. ``implementation`` (loop | foreach | fused) is
+    for benchmarks; None lets torch choose (the same updates up to float rounding)."""
     t = recipe.training
     opt = torch.optim.Adam(
-        model.parameters(), lr=t.lr, betas=t.betas, eps=t.adam_eps, weight_decay=t.weight_decay
+        model.parameters(),
+        lr=t.lr,
+        betas=t.betas,
+        eps=t.adam_eps,
+        weight_decay=t.weight_decay,
+        **(ADAM_IMPLEMENTATIONS[implementation] if implementation else {}),
     )
     sched = torch.optim.lr_scheduler.LambdaLR(opt, inverse_sqrt(t.warmup_steps))
     return opt, sched

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import urllib.error
 
 import httpx
@@ -199,3 +200,44 @@ def test_two_apps_in_one_process_do_not_collide(make_server):
     sa, sb = samples(a.url), samples(b.url)
     key = ("lsmt_http_requests_total", (("endpoint", "/healthz"), ("status", "200")))
     assert sa[key] == 1 and key not in sb
+
+
+# Inputs that used to reach a 500 -----------------------------------------------------------
+
+LONE_SURROGATE = "Hello \ud800 world."  # json.dumps escapes it: valid JSON, not valid Unicode
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/v1/translate", {"text": LONE_SURROGATE, "source": "en", "target": "de"}),
+        ("/v1/translate", {"text": LONE_SURROGATE, "source": "auto", "target": "en"}),
+        ("/translate", {"q": LONE_SURROGATE, "source": "en", "target": "de"}),
+        ("/translate", {"q": LONE_SURROGATE, "source": "auto", "target": "en"}),
+        ("/detect", {"q": LONE_SURROGATE}),
+    ],
+)
+def test_lone_surrogate_is_a_clear_400(srv, path, body):
+    raw = json.dumps(body)
+    assert "\\ud800" in raw
+    r = httpx.post(f"{srv.url}{path}", content=raw, headers={"content-type": "application/json"})
+    assert r.status_code == 400, r.text
+    assert "lone UTF-16 surrogate (U+D800) at character 6" in r.text
+
+
+@pytest.mark.parametrize("path", ["/translate", "/detect"])
+def test_deeply_nested_json_is_a_clear_400(srv, path):
+    body = '{"q": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    r = httpx.post(f"{srv.url}{path}", content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 400, r.text
+    assert "nested too deeply" in r.text
+
+
+@pytest.mark.parametrize("value", ["1e400", "Infinity", "-Infinity"])
+def test_infinite_alternatives_is_a_clear_400(srv, value):
+    body = f'{{"q": "Follow me.", "source": "en", "target": "de", "alternatives": {value}}}'
+    r = httpx.post(
+        f"{srv.url}/translate", content=body, headers={"content-type": "application/json"}
+    )
+    assert r.status_code == 400, r.text
+    assert "'alternatives' must be an integer" in r.text
