@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 
 from training.recipe import load_recipe
-from training.train import Trainer, make_optimizer, train_step
+from training.train import Trainer, make_optimizer
 
 CONFIGS = [
     {"name": "1 thread, full softmax", "threads": 1, "restrict": False, "adam": "loop"},
@@ -66,16 +66,7 @@ def measure(recipe_name: str, cfg: dict, args: argparse.Namespace, out: Path) ->
     for i in range(args.warmup + args.steps):
         batches = [trainer.sampler.next_batch() for _ in range(t.accumulation)]
         t0 = time.perf_counter()
-        stats = train_step(
-            trainer.model,
-            batches,
-            trainer.optimizer,
-            trainer.scheduler,
-            label_smoothing=t.label_smoothing,
-            clip_norm=t.clip_norm,
-            device=trainer.dist.device,
-            output_vocab=trainer.output_vocab,
-        )
+        stats = trainer.update(batches)
         if i >= args.warmup:
             seconds += time.perf_counter() - t0
             tokens += stats.ntokens

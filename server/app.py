@@ -382,8 +382,7 @@ def create_app(
             "used": {"device_bytes": reg.device_bytes, "host_bytes": reg.host_bytes},
             "bundles": [
                 {
-                    "name": b.name,
-                    "path": str(b.path),
+                    "name": b.name,  # not its filesystem path: that is the operator's business
                     "languages": b.languages,
                     "routes": [f"{s}-{t}" for s, t in b.routes],
                     "engine_keys": b.engine_keys,

@@ -16,9 +16,9 @@ from .errors import ApiError
 
 def key_from_request(request: Request) -> str | None:
     auth = request.headers.get("authorization", "")
-    if auth.lower().startswith("bearer "):
-        return auth[7:].strip() or None
-    return request.headers.get("x-api-key") or request.query_params.get("api_key") or None
+    # An empty bearer token is no key: fall through to the other ways of sending one.
+    bearer = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
+    return bearer or request.headers.get("x-api-key") or request.query_params.get("api_key") or None
 
 
 def check_key(keys: list[str], given: str | None) -> None:

@@ -13,6 +13,16 @@ def read_metrics(path: Path | str) -> list[dict]:
     return [json.loads(line) for line in p.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
+def _save(fig, png: Path | str) -> Path:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    out = Path(png)
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return out
+
+
 def plot_metrics(metrics: Path | str, png: Path | str, title: str | None = None) -> Path | None:
     """Two panels: training loss/NLL per step; dev chrF (and the copy baseline) per step."""
     records = read_metrics(metrics)
@@ -55,11 +65,7 @@ def plot_metrics(metrics: Path | str, png: Path | str, title: str | None = None)
         ax2.set_axis_off()
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
-    out = Path(png)
-    fig.savefig(out, dpi=100)
-    plt.close(fig)
-    return out
+    return _save(fig, png)
 
 
 def training_seconds(records: list[dict]) -> list[float]:
@@ -114,8 +120,4 @@ def plot_stages(
     ax.legend()
     if title:
         ax.set_title(title)
-    fig.tight_layout()
-    out = Path(png)
-    fig.savefig(out, dpi=100)
-    plt.close(fig)
-    return out
+    return _save(fig, png)

@@ -632,6 +632,24 @@ class Trainer:
 
     # -- main loop ------------------------------------------------------------------------------
 
+    def update(self, batches: list[Batch], stop_request: bool = False) -> StepStats:
+        """One optimizer update on ``batches`` with this run's settings (:func:`train_step`)."""
+        t = self.recipe.training
+        return train_step(
+            self.model,
+            batches,
+            self.optimizer,
+            self.scheduler,
+            label_smoothing=t.label_smoothing,
+            clip_norm=t.clip_norm,
+            device=self.dist.device,
+            world_size=self.dist.world_size,
+            autocast_dtype=self.autocast_dtype,
+            scaler=self.scaler,
+            stop_request=stop_request,
+            output_vocab=self.output_vocab,
+        )
+
     def train_seconds(self) -> float:
         """Wall-clock training time of this run directory, resumes included."""
         now = 0.0 if self._run_start is None else time.perf_counter() - self._run_start
@@ -708,19 +726,8 @@ class Trainer:
             while self.step < t.max_steps:
                 sampler_state = self.sampler.state_dict()
                 batches = [self.sampler.next_batch() for _ in range(t.accumulation)]
-                stats = train_step(
-                    self.model,
-                    batches,
-                    self.optimizer,
-                    self.scheduler,
-                    label_smoothing=t.label_smoothing,
-                    clip_norm=t.clip_norm,
-                    device=self.dist.device,
-                    world_size=self.dist.world_size,
-                    autocast_dtype=self.autocast_dtype,
-                    scaler=self.scaler,
-                    stop_request=self._stop_requested or self._out_of_time(t_start),
-                    output_vocab=self.output_vocab,
+                stats = self.update(
+                    batches, stop_request=self._stop_requested or self._out_of_time(t_start)
                 )
                 if stats.stop:  # no update made: give the batches back for an exact resume
                     self.sampler.load_state_dict(sampler_state)

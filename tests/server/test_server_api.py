@@ -69,6 +69,9 @@ def test_languages(client):
 
 def test_models_reflect_lazy_loading(client):
     body = client.get("/v1/models").json()
+    # the bundles are named, their filesystem paths not disclosed
+    assert [b["name"] for b in body["bundles"]] == ["tiny"]
+    assert all("path" not in b for b in body["bundles"])
     engines = {e["key"]: e for e in body["engines"]}
     assert set(engines) == {"tiny:shared+tgt/de", "tiny:shared+tgt/en", "tiny:shared+tgt/fr"}
     de = engines["tiny:shared+tgt/de"]  # warmed up

@@ -125,6 +125,21 @@ def test_api_keys_required_when_configured(keyed):
     assert httpx.get(f"{keyed.url}/metrics").status_code == 200
 
 
+def test_an_empty_bearer_token_does_not_hide_a_valid_key():
+    """``Authorization: Bearer `` (nothing after it; HTTP clients refuse to send the trailing
+    space, raw ones do not) beside a valid X-API-Key: the valid key counts."""
+    from starlette.requests import Request
+
+    from server.auth import key_from_request
+
+    def request(*headers: tuple[bytes, bytes]) -> Request:
+        return Request({"type": "http", "headers": list(headers), "query_string": b""})
+
+    assert key_from_request(request((b"authorization", b"Bearer "), (b"x-api-key", b"k"))) == "k"
+    assert key_from_request(request((b"authorization", b"Bearer  t "))) == "t"
+    assert key_from_request(request((b"authorization", b"Bearer "))) is None
+
+
 def test_api_keys_with_libretranslate_client(keyed):
     assert LibreTranslateAPI(keyed.url, api_key="s3cret-key").translate(EN, "en", "de")
     with pytest.raises(urllib.error.HTTPError) as info:
