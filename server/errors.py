@@ -113,6 +113,16 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError):
+        # FastAPI parses the body before the endpoint checks the key: check it here first, so
+        # an unauthenticated client learns nothing about how its body was parsed.
+        from .auth import check_key, key_from_request
+
+        state = getattr(request.app.state, "lsmt", None)
+        try:
+            if state is not None:
+                check_key(state.settings.api_keys, key_from_request(request))
+        except ApiError as auth_error:
+            return error_response(request, auth_error)
         return error_response(request, validation_to_api_error(exc, request))
 
     @app.exception_handler(StarletteHTTPException)

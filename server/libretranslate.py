@@ -70,12 +70,25 @@ async def read_fields(request: Request) -> dict[str, Any]:
     return fields
 
 
-def _auth(request: Request, fields: dict[str, Any]) -> None:
-    st = request.app.state.lsmt
-    given = key_from_request(request) or (
-        fields.get("api_key") if isinstance(fields.get("api_key"), str) else None
-    )
-    check_key(st.settings.api_keys, given)
+async def authenticated_fields(request: Request) -> dict[str, Any]:
+    """The body's fields, once the client is authenticated. A key in a header is checked
+    before the body is parsed; a key in the body (``api_key``, as LibreTranslate clients send
+    it) after. A body that cannot be parsed from a client with no header key answers 401 when
+    keys are required: an unauthenticated client learns nothing about parsing."""
+    keys = request.app.state.lsmt.settings.api_keys
+    header_key = key_from_request(request)
+    if header_key is not None:
+        check_key(keys, header_key)
+    try:
+        fields = await read_fields(request)
+    except ApiError:
+        if header_key is None:
+            check_key(keys, None)
+        raise
+    if header_key is None:
+        body_key = fields.get("api_key")
+        check_key(keys, body_key if isinstance(body_key, str) else None)
+    return fields
 
 
 def _str_field(fields: dict[str, Any], name: str, default: str | None = None) -> str:
@@ -90,8 +103,7 @@ def _str_field(fields: dict[str, Any], name: str, default: str | None = None) ->
 @router.post("/translate", summary="Translate (LibreTranslate compatible)")
 async def lt_translate(request: Request):
     st = request.app.state.lsmt
-    fields = await read_fields(request)
-    _auth(request, fields)
+    fields = await authenticated_fields(request)
     q = fields.get("q")
     if q is None:
         raise bad_request(
@@ -201,8 +213,7 @@ async def lt_languages_post(request: Request):
 @router.post("/detect", summary="Detect language (LibreTranslate compatible)")
 async def lt_detect(request: Request):
     st = request.app.state.lsmt
-    fields = await read_fields(request)
-    _auth(request, fields)
+    fields = await authenticated_fields(request)
     q = fields.get("q")
     if not isinstance(q, str) or not q.strip():
         raise bad_request("empty_text", "Field 'q' must be a non-empty string.", parameter="q")

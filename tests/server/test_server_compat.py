@@ -125,6 +125,22 @@ def test_api_keys_required_when_configured(keyed):
     assert httpx.get(f"{keyed.url}/metrics").status_code == 200
 
 
+@pytest.mark.parametrize("path", ["/v1/translate", "/translate", "/detect"])
+def test_the_key_is_checked_before_the_body_is_parsed(keyed, path):
+    """An unauthenticated client learns nothing about how its body was parsed."""
+    broken = {"content": b'{"text": ', "headers": {"content-type": "application/json"}}
+    r = httpx.post(f"{keyed.url}{path}", **broken)
+    assert r.status_code == 401, r.text
+    wrong = {**broken["headers"], "X-API-Key": "wrong"}
+    assert (
+        httpx.post(f"{keyed.url}{path}", content=broken["content"], headers=wrong).status_code
+        == 403
+    )
+    good = {**broken["headers"], "X-API-Key": "other-key"}
+    r = httpx.post(f"{keyed.url}{path}", content=broken["content"], headers=good)
+    assert r.status_code == 400 and "not valid JSON" in r.text  # now the parse error
+
+
 def test_an_empty_bearer_token_does_not_hide_a_valid_key():
     """``Authorization: Bearer `` (nothing after it; HTTP clients refuse to send the trailing
     space, raw ones do not) beside a valid X-API-Key: the valid key counts."""
