@@ -145,6 +145,18 @@ class Bundle:
         except Exception as exc:  # safetensors raises several types for corrupt files
             raise BundleError(f"module {name} unreadable ({path}): {exc}") from exc
 
+    def check_sizes(self) -> dict[str, str]:
+        """Files the manifest records that are missing or of another size: path -> problem.
+        Cheap (no reading), for a server's start-up; :meth:`verify` also checks contents."""
+        problems: dict[str, str] = {}
+        for rel, want in self.manifest.files.items():
+            path = self.path / rel
+            if not path.is_file():
+                problems[rel] = "missing"
+            elif path.stat().st_size != want.bytes:
+                problems[rel] = f"{path.stat().st_size} bytes, the manifest recorded {want.bytes}"
+        return problems
+
     def verify(self) -> dict[str, str]:
         """Every file the manifest records, checked: path -> "ok" or what is wrong."""
         report: dict[str, str] = {}

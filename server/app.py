@@ -62,15 +62,27 @@ class AppState:
 
 def _open_bundles(st: AppState, bundles: list[Any] | None) -> None:
     if bundles is not None:  # injected (tests)
-        for b in bundles:
-            st.bundles.append(b if isinstance(b, ServedBundle) else ServedBundle(b))
-        return
-    for path in st.settings.bundle_dirs:
+        st.bundles = [b if isinstance(b, ServedBundle) else ServedBundle(b) for b in bundles]
+    for path in st.settings.bundle_dirs if bundles is None else []:
         try:
             st.bundles.append(load_served_bundle(path))
         except Exception as exc:
             st.bundle_errors[str(path)] = f"{type(exc).__name__}: {exc}"
             log.error("bundle %s is invalid: %s", path, exc)
+    for name, problems in damaged_files(st).items():
+        log.error("bundle %s has damaged module files: %s", name, problems)
+
+
+def damaged_files(st: AppState) -> dict[str, dict[str, str]]:
+    """Bundle name -> {file: problem} for files missing or not of their recorded size: a
+    damaged module fails only its routes, and readiness says so from the start (a stat per
+    file, so /readyz checks it on every call)."""
+    out = {}
+    for b in st.bundles:
+        problems = b.bundle.check_sizes() if hasattr(b.bundle, "check_sizes") else {}
+        if problems:
+            out[b.name] = problems
+    return out
 
 
 def _warmup_plan(st: AppState) -> list[tuple[ServedBundle, tuple[str, str]]]:
@@ -410,7 +422,9 @@ def create_app(
         if st.warmup_errors:
             problems.append("warm-up failed")
         ready = not problems
-        status = "ready" if ready and not failed else ("degraded" if ready else "not_ready")
+        damaged = damaged_files(st)
+        healthy = not failed and not damaged
+        status = "ready" if ready and healthy else ("degraded" if ready else "not_ready")
         body = {
             "status": status,
             "ready": ready,
@@ -425,6 +439,7 @@ def create_app(
                 "errors": st.warmup_errors,
             },
             "failed_engines": failed,
+            "damaged_files": damaged,
         }
         return JSONResponse(body, status_code=200 if ready else 503)
 

@@ -69,7 +69,14 @@ def _corrupt(bundle, lang: str) -> None:
 def test_corrupt_module_fails_that_key_only(make_server, bundle_copy, tiny_bundle):
     _corrupt(bundle_copy, "de")
     srv = make_server(bundle_dirs=[bundle_copy], warmup_routes=["en-fr"], load_retry_initial_s=0.6)
-    assert srv.wait_ready()["ready"]
+    ready = srv.wait_ready()
+    assert ready["ready"]
+    # Before any request: the start-up size check already names the damaged file.
+    assert ready["status"] == "degraded"
+    assert (
+        "bytes, the manifest recorded"
+        in ready["damaged_files"]["tiny"]["modules/tgt/de.safetensors"]
+    )
     with srv.client() as c:
         r = c.post("/v1/translate", json={"text": EN, "source": "en", "target": "de"})
         assert r.status_code == 503, r.text
