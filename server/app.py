@@ -69,6 +69,9 @@ def _open_bundles(st: AppState, bundles: list[Any] | None) -> None:
         except Exception as exc:
             st.bundle_errors[str(path)] = f"{type(exc).__name__}: {exc}"
             log.error("bundle %s is invalid: %s", path, exc)
+    for b in st.bundles:
+        for key in b.engine_keys:
+            st.metrics.init_engine(key)
     for name, problems in damaged_files(st).items():
         log.error("bundle %s has damaged module files: %s", name, problems)
 

@@ -339,7 +339,7 @@ class EngineRegistry:
         e.last_used_wall = time.time()
         self.load_count += 1
         self.metrics.engine_loads.labels(e.key).inc()
-        self.metrics.engine_load_seconds.observe(dt)
+        self.metrics.engine_load_seconds.labels(e.key).observe(dt)
         self._update_gauges()
         log.info("engine %s loaded: %d bytes in %.3fs", e.key, nbytes, dt)
         self._notify()
@@ -379,6 +379,13 @@ class EngineRegistry:
                     self._notify()
 
     def _evict(self, e: Engine) -> None:
+        t0 = time.perf_counter()
+        try:
+            self._move_out(e)
+        finally:
+            self.metrics.engine_eviction_seconds.labels("device").observe(time.perf_counter() - t0)
+
+    def _move_out(self, e: Engine) -> None:
         self.metrics.engine_evictions.labels("device").inc()
         if self.device == "cuda" and self.host_budget > 0 and e.nbytes <= self.host_budget:
             try:
@@ -391,8 +398,12 @@ class EngineRegistry:
                 log.info("engine %s moved to host memory", e.key)
                 while self.host_bytes > self.host_budget:
                     hosted = [x for x in self.engines.values() if x.state == State.HOST]
+                    t_host = time.perf_counter()
                     self._drop(min(hosted, key=lambda x: x.last_used))
                     self.metrics.engine_evictions.labels("host").inc()
+                    self.metrics.engine_eviction_seconds.labels("host").observe(
+                        time.perf_counter() - t_host
+                    )
                 self._update_gauges()
                 return
             log.info("engine %s still loaded after unload_model(to_cpu=True); dropping", e.key)

@@ -29,6 +29,8 @@ LATENCY_BUCKETS = (
 SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 TOKEN_BUCKETS = (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
 STAGES = ("queue_wait", "tokenize", "translate", "detokenize")
+REJECT_REASONS = ("queue_full", "timeout", "engine_unavailable")
+TIERS = ("device", "host")
 
 
 class Metrics:
@@ -103,6 +105,14 @@ class Metrics:
         self.engine_load_seconds = Histogram(
             "lsmt_engine_load_seconds",
             "Time to assemble and load an engine.",
+            ["engine"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.engine_eviction_seconds = Histogram(
+            "lsmt_engine_eviction_seconds",
+            "Time to move an engine out of a tier (unload to host, or drop).",
+            ["tier"],
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
@@ -118,10 +128,23 @@ class Metrics:
         self.engine_bytes = Gauge(
             "lsmt_engine_bytes", "Bytes of resident engines per tier.", ["tier"], registry=r
         )
-        for tier in ("device", "host"):
+        # Every series with a known label set exists from the start (at zero), so a dashboard
+        # or an alert on rate() sees it before its first event.
+        for tier in TIERS:
             self.engines_loaded.labels(tier)
             self.engine_bytes.labels(tier)
+            self.engine_evictions.labels(tier)
+            self.engine_eviction_seconds.labels(tier)
+        for reason in REJECT_REASONS:
+            self.rejected.labels(reason)
         for stage in STAGES:
             self.stage_latency.labels(stage)
         for d in ("input", "output"):
             self.tokens.labels(d)
+
+    def init_engine(self, key: str) -> None:
+        """Create an engine's series at zero (engine keys are known once bundles are open)."""
+        self.engine_loads.labels(key)
+        self.engine_load_failures.labels(key)
+        self.engine_load_seconds.labels(key)
+        self.queue_depth.labels(key)

@@ -185,6 +185,17 @@ def samples(url: str) -> dict[tuple[str, tuple], float]:
 
 def test_metrics_count_correctly(make_server):
     srv = make_server()
+    # Before any event, every bounded series exists at zero (rate() and alerts see them).
+    s = samples(srv.url)
+    for key in ("tiny:shared+tgt/de", "tiny:shared+tgt/en", "tiny:shared+tgt/fr"):
+        assert s[("lsmt_engine_loads_total", (("engine", key),))] == 0
+        assert s[("lsmt_engine_load_failures_total", (("engine", key),))] == 0
+        assert s[("lsmt_engine_load_seconds_count", (("engine", key),))] == 0
+    for reason in ("queue_full", "timeout", "engine_unavailable"):
+        assert s[("lsmt_rejected_requests_total", (("reason", reason),))] == 0
+    for tier in ("device", "host"):
+        assert s[("lsmt_engine_evictions_total", (("tier", tier),))] == 0
+        assert s[("lsmt_engine_eviction_seconds_count", (("tier", tier),))] == 0
     two = "And Jesus said unto them, Follow me. And they left their nets."
     for _ in range(3):
         r = httpx.post(
@@ -214,7 +225,8 @@ def test_metrics_count_correctly(make_server):
     assert v("lsmt_batch_tokens_sum") == v("lsmt_tokens_total", direction="input") > 6
     assert v("lsmt_tokens_total", direction="output") > 0
     assert v("lsmt_engine_loads_total", engine="tiny:shared+tgt/de") == 1
-    assert v("lsmt_engine_load_seconds_count") == 1
+    assert v("lsmt_engine_load_seconds_count", engine="tiny:shared+tgt/de") == 1
+    assert v("lsmt_engine_load_seconds_count", engine="tiny:shared+tgt/fr") == 0
     assert v("lsmt_engines_loaded", tier="device") == 1
     assert v("lsmt_engine_bytes", tier="device") == srv.state.registry.device_bytes > 0
     assert v("lsmt_queue_depth", engine="tiny:shared+tgt/de") == 0

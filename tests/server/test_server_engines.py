@@ -160,6 +160,8 @@ def test_eviction_under_small_budget_while_requests_run(make_server):
     assert peak[0] <= budget and reg.device_bytes <= budget
     evictions = srv.state.metrics.engine_evictions.labels("device")._value.get()
     assert evictions >= 2 and reg.load_count >= 3
+    timed = srv.state.metrics.engine_eviction_seconds.labels("device")
+    assert timed._sum.get() > 0 and _histogram_count(timed) == evictions
     # Same translations as an unconstrained server.
     for (_, payload, _, _), body in zip(results[:6], bodies[:6], strict=True):
         ref = post(probe.url, body)[1]
@@ -225,3 +227,7 @@ def test_lone_request_does_not_wait_for_company(make_server):
     assert post(srv.url, body)[0] == 200  # load
     seconds = min(post(srv.url, body)[3] for _ in range(3))
     assert seconds < 0.3, seconds  # dispatched at once, not after 400 ms
+
+
+def _histogram_count(child) -> float:
+    return sum(bucket.get() for bucket in child._buckets)
