@@ -122,11 +122,13 @@ class Batcher:
         if self._task is None:
             self._task = asyncio.create_task(self._loop(), name=f"batcher:{self.key}")
 
+    def is_full(self) -> bool:
+        return sum(1 for j in self.queue if not j.cancelled) >= self.settings.queue_size
+
     def submit(self, sources: list[list[str]], options: DecodeOptions) -> Job:
         if self._closing:
             raise ShuttingDown()
-        waiting = sum(1 for j in self.queue if not j.cancelled)
-        if waiting >= self.settings.queue_size:
+        if self.is_full():
             raise QueueFull()
         job = Job(sources, options, asyncio.get_running_loop().create_future())
         self.queue.append(job)

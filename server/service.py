@@ -262,10 +262,21 @@ class TranslationService:
             )
         return b
 
-    def _prepare(self, texts: list[str], source: str, target: str, model: str | None):
-        """Per text: source language (detected per text), lines, tokenized sentences."""
+    def _prepare(
+        self,
+        texts: list[str],
+        source: str,
+        target: str,
+        model: str | None,
+        deadline: float | None = None,
+    ):
+        """Per text: source language (detected per text), lines, tokenized sentences. Past
+        ``deadline`` it stops between texts with TimeoutError, so the work of a request that
+        has already timed out does not go on in its thread."""
         plans = []
         for i, text in enumerate(texts):
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError
             conf = None
             src = source
             if source == AUTO:
@@ -305,13 +316,22 @@ class TranslationService:
         if deadline is None:
             deadline = time.monotonic() + self.settings.request_timeout_s
 
+        if source != AUTO:  # a full queue is refused before the expensive preparation
+            served = self.bundle_for(source, target, model)
+            if self.batcher(served, (source, target)).is_full():
+                raise self._queue_full()
+
         t0 = time.perf_counter()
-        if sum(len(t) for t in texts) > INLINE_PREP_CHARS:
-            # Splitting and tokenizing a large request takes tens of milliseconds: do it in a
-            # thread so the event loop keeps serving other requests meanwhile.
-            plans = await asyncio.to_thread(self._prepare, texts, source, target, model)
-        else:
-            plans = self._prepare(texts, source, target, model)
+        try:
+            if sum(len(t) for t in texts) > INLINE_PREP_CHARS:
+                # Splitting and tokenizing a large request takes a while: do it in a thread so
+                # the event loop keeps serving other requests, within the request's deadline.
+                prep = asyncio.to_thread(self._prepare, texts, source, target, model, deadline)
+                plans = await asyncio.wait_for(prep, max(deadline - time.monotonic(), 0.001))
+            else:
+                plans = self._prepare(texts, source, target, model, deadline)
+        except TimeoutError:
+            raise self._timeout() from None
         self.metrics.stage_latency.labels("tokenize").observe(time.perf_counter() - t0)
 
         # One job per engine with every sentence of every text that goes there.
@@ -339,23 +359,10 @@ class TranslationService:
                 )
         except QueueFull:
             self._cancel(jobs)
-            self.metrics.rejected.labels("queue_full").inc()
-            raise ApiError(
-                429,
-                "queue_full",
-                "The server is busy (translation queue full); retry after the indicated delay.",
-                headers={"Retry-After": str(self.settings.retry_after_s)},
-                limit=self.settings.queue_size,
-            ) from None
+            raise self._queue_full() from None
         except TimeoutError:
             self._cancel(jobs)
-            self.metrics.rejected.labels("timeout").inc()
-            raise ApiError(
-                504,
-                "timeout",
-                f"The translation did not finish within {self.settings.request_timeout_s:g} s.",
-                limit_s=self.settings.request_timeout_s,
-            ) from None
+            raise self._timeout() from None
         except EngineUnavailable as exc:
             self._cancel(jobs)
             self.metrics.rejected.labels("engine_unavailable").inc()
@@ -408,6 +415,25 @@ class TranslationService:
             out.append(TextResult(best, src, conf, score, alts, engine_of.get(i)))
         self.metrics.stage_latency.labels("detokenize").observe(time.perf_counter() - t1)
         return out
+
+    def _queue_full(self) -> ApiError:
+        self.metrics.rejected.labels("queue_full").inc()
+        return ApiError(
+            429,
+            "queue_full",
+            "The server is busy (translation queue full); retry after the indicated delay.",
+            headers={"Retry-After": str(self.settings.retry_after_s)},
+            limit=self.settings.queue_size,
+        )
+
+    def _timeout(self) -> ApiError:
+        self.metrics.rejected.labels("timeout").inc()
+        return ApiError(
+            504,
+            "timeout",
+            f"The translation did not finish within {self.settings.request_timeout_s:g} s.",
+            limit_s=self.settings.request_timeout_s,
+        )
 
     @staticmethod
     def _cancel(jobs) -> None:

@@ -231,3 +231,47 @@ def test_lone_request_does_not_wait_for_company(make_server):
 
 def _histogram_count(child) -> float:
     return sum(bucket.get() for bucket in child._buckets)
+
+
+def test_huge_legal_request_ends_by_its_deadline_and_small_ones_keep_going(make_server):
+    """64 texts of 1,250 short sentences each, within every limit: its preparation (sentence
+    splitting, tokenizing) runs in a thread, inside the request's deadline, so it answers 504
+    by then while small requests beside it are served."""
+    srv = make_server(request_timeout_s=2.0)
+    small = {"text": EN, "source": "en", "target": "de", "beam_size": 1}
+    # Load the engine first (a cold load may outlast the short deadline; it completes anyway).
+    assert any(post(srv.url, small)[0] == 200 for _ in range(3))
+    timeouts = srv.state.metrics.rejected.labels("timeout")
+    before = timeouts._value.get()
+    huge = {"text": ["Hi. " * 1250] * 64, "source": "en", "target": "de"}
+    with ThreadPoolExecutor(1) as pool:
+        big = pool.submit(post, srv.url, huge)
+        time.sleep(0.2)  # the huge one is being prepared
+        smalls = [post(srv.url, small) for _ in range(3)]
+        code, payload, _, seconds = big.result()
+    assert code == 504 and payload["error"]["code"] == "timeout", payload
+    assert 1.9 < seconds < 4.0, seconds
+    for code, _, _, took in smalls:
+        assert code == 200 and took < 1.5, took
+    # Its thread stopped at the deadline: small requests are fast again right away.
+    assert post(srv.url, small)[3] < 1.0
+    assert timeouts._value.get() == before + 1
+
+
+def test_full_queue_is_refused_before_preparation(make_server, slow):
+    srv = make_server(
+        loader=slow(1.0), queue_size=1, max_batch_size=1, inter_threads=1, batch_wait_ms=0
+    )
+    body = {"text": EN, "source": "en", "target": "de", "beam_size": 1}
+    assert post(srv.url, body)[0] == 200
+    batcher = next(iter(srv.state.service.batchers.values()))
+    with ThreadPoolExecutor(2) as pool:
+        first = [pool.submit(post, srv.url, body) for _ in range(2)]  # one runs, one waits
+        deadline = time.monotonic() + 5
+        while not batcher.is_full() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        huge = {"text": ["Hi. " * 1250] * 64, "source": "en", "target": "de"}
+        code, payload, _, seconds = post(srv.url, huge)
+        [f.result() for f in first]
+    assert code == 429 and payload["error"]["code"] == "queue_full"
+    assert seconds < 0.5, seconds  # not after splitting 80,000 sentences
