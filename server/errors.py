@@ -106,6 +106,30 @@ def validation_to_api_error(exc: RequestValidationError, request: Request) -> Ap
     )
 
 
+# What FastAPI raises when a JSON body cannot be decoded at all (not UTF-8, nested too deeply):
+# the client gets the documented malformed_json with the reason instead.
+FASTAPI_BODY_ERROR = "There was an error parsing the body"
+
+
+async def unreadable_body(request: Request) -> ApiError:
+    ctype = request.headers.get("content-type", "")
+    charset = next(
+        (p.split("=", 1)[1].strip() for p in ctype.split(";")[1:] if "charset=" in p.lower()), ""
+    )
+    try:
+        (await request.body()).decode("utf-8")
+        reason = "it is nested too deeply or cannot be parsed"
+    except UnicodeDecodeError as exc:
+        reason = f"it is not UTF-8 (byte {exc.start})"
+    if charset and charset.lower().replace("-", "") != "utf8":
+        reason += f"; charset={charset} is not supported, only UTF-8"
+    return bad_request(
+        "malformed_json",
+        f"The request body could not be read as JSON: {reason}. Send a UTF-8 JSON object "
+        "with Content-Type: application/json.",
+    )
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, exc: ApiError):
@@ -127,6 +151,8 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException):
+        if exc.status_code == 400 and exc.detail == FASTAPI_BODY_ERROR:
+            return error_response(request, await unreadable_body(request))
         if exc.status_code == 404:
             err = ApiError(404, "not_found", f"No endpoint at {request.url.path}. See /docs.")
         elif exc.status_code == 405:

@@ -167,7 +167,9 @@ def _lt_item(r, auto: bool, text: str | None = None) -> dict[str, Any]:
 
 async def _translate_html(svc, doc: str, source, target, opts, deadline) -> dict[str, Any]:
     parts = _HTML_SPLIT.split(doc)
-    idx = [i for i, p in enumerate(parts) if i % 2 == 0 and p.strip()]
+    # Text nodes with something to translate; whitespace (entities such as &nbsp; included)
+    # is kept as it is.
+    idx = [i for i, p in enumerate(parts) if i % 2 == 0 and html.unescape(p).strip()]
     if not idx:
         return {"translatedText": doc}
     plain = [html.unescape(parts[i]).strip() for i in idx]

@@ -284,3 +284,37 @@ def test_infinite_alternatives_is_a_clear_400(srv, value):
     )
     assert r.status_code == 400, r.text
     assert "'alternatives' must be an integer" in r.text
+
+
+@pytest.mark.parametrize(
+    ("body", "ctype", "reason"),
+    [
+        ('{"text": "caf\xe9", "target": "en"}'.encode("latin-1"), "application/json", "not UTF-8"),
+        (
+            '{"text": "caf\xe9", "target": "en"}'.encode("latin-1"),
+            "application/json; charset=latin-1",
+            "charset=latin-1 is not supported",
+        ),
+        (
+            ('{"text": ' + "[" * 5000 + "]" * 5000 + ', "target": "en"}').encode(),
+            "application/json",
+            "nested too deeply",
+        ),
+    ],
+)
+def test_unreadable_v1_bodies_are_malformed_json_with_the_reason(srv, body, ctype, reason):
+    r = httpx.post(f"{srv.url}/v1/translate", content=body, headers={"content-type": ctype})
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert error["code"] == "malformed_json" and reason in error["message"], error
+
+
+def test_html_whitespace_entity_is_kept_not_refused(srv):
+    doc = "<p>&nbsp;</p><p>Follow me.</p>"
+    r = httpx.post(
+        f"{srv.url}/translate",
+        json={"q": doc, "source": "en", "target": "de", "format": "html"},
+    )
+    assert r.status_code == 200, r.text
+    out = r.json()["translatedText"]
+    assert out.startswith("<p>&nbsp;</p><p>") and "Follow me." not in out
