@@ -21,7 +21,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from .auth import check_key, key_from_request
 from .bundles import ServedBundle, language_name, load_served_bundle
 from .engines import EngineRegistry, Loader, State
-from .errors import ApiError, install_error_handlers
+from .errors import ApiError, BodyReadTimeout, install_error_handlers
 from .libretranslate import router as lt_router
 from .metrics import Metrics
 from .schemas import (
@@ -128,6 +128,27 @@ async def _warm_up(st: AppState) -> None:
     st.warmup_done = True
 
 
+def _with_body_timeout(receive, timeout_s: float):
+    """``receive`` that waits at most ``timeout_s`` for each part of the request body, so a
+    client dripping its body cannot hold a connection for ever; once the body is complete
+    it waits as long as needed (disconnect detection)."""
+    done = False
+
+    async def timed():
+        nonlocal done
+        if done:
+            return await receive()
+        try:
+            message = await asyncio.wait_for(receive(), timeout_s)
+        except TimeoutError:
+            raise BodyReadTimeout from None
+        if message["type"] != "http.request" or not message.get("more_body", False):
+            done = True
+        return message
+
+    return timed
+
+
 class RequestContextMiddleware:
     """Request id, body size limit, metrics, and a last-resort 500 without internals."""
 
@@ -159,7 +180,27 @@ class RequestContextMiddleware:
                 message = {**message, "headers": hdrs}
             await send(message)
 
+        receive = _with_body_timeout(receive, st.settings.body_read_timeout_s)
+        header_bytes = sum(len(k) + len(v) + 4 for k, v in scope["headers"])
         try:
+            if header_bytes > st.settings.max_header_bytes:
+                # h11 refuses larger headers only while they are incomplete; whatever arrived
+                # in one read is bounded here, with a JSON answer.
+                limit = st.settings.max_header_bytes
+                await _send_json(
+                    send_wrapper,
+                    431,
+                    {
+                        "error": {
+                            "code": "headers_too_large",
+                            "message": f"The request headers take {header_bytes} bytes; at "
+                            f"most {limit} are allowed.",
+                            "limit": limit,
+                        },
+                        "request_id": rid,
+                    },
+                )
+                return
             limit = st.settings.max_request_bytes
             clen = headers.get("content-length")
             too_big = False

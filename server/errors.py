@@ -106,6 +106,10 @@ def validation_to_api_error(exc: RequestValidationError, request: Request) -> Ap
     )
 
 
+class BodyReadTimeout(Exception):
+    """The client stopped sending its request body (answered 408)."""
+
+
 # What FastAPI raises when a JSON body cannot be decoded at all (not UTF-8, nested too deeply):
 # the client gets the documented malformed_json with the reason instead.
 FASTAPI_BODY_ERROR = "There was an error parsing the body"
@@ -148,6 +152,18 @@ def install_error_handlers(app: FastAPI) -> None:
         except ApiError as auth_error:
             return error_response(request, auth_error)
         return error_response(request, validation_to_api_error(exc, request))
+
+    @app.exception_handler(BodyReadTimeout)
+    async def _body_timeout(request: Request, exc: BodyReadTimeout):
+        limit = request.app.state.lsmt.settings.body_read_timeout_s
+        err = ApiError(
+            408,
+            "body_timeout",
+            f"The request body did not arrive: nothing for {limit:g} s.",
+            limit_s=limit,
+        )
+        err.headers["Connection"] = "close"
+        return error_response(request, err)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException):

@@ -93,6 +93,14 @@ class Settings(BaseSettings):
     max_texts: int = Field(64, ge=1)
     max_chars_per_text: int = Field(5000, ge=1)
     max_request_bytes: int = Field(1 * MiB, ge=1024, description="Body size limit; beyond it: 413.")
+    max_header_bytes: int = Field(
+        16 * 1024,
+        ge=1024,
+        description="Request line and headers together; beyond it the connection gets a 400.",
+    )
+    body_read_timeout_s: float = Field(
+        10.0, gt=0, description="Longest wait for the next part of a request body; then 408."
+    )
     default_beam_size: int = Field(4, ge=1)
     max_beam_size: int = Field(8, ge=1)
     max_alternatives: int = Field(4, ge=0)

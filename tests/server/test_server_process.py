@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -149,3 +151,80 @@ print(sys.modules.get("torch") is not None)
     )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "False"
+
+
+def _start_real_server(tiny_bundle, **env: str) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen(
+        [sys.executable, str(HERE / "serve_slow.py"), str(tiny_bundle), "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, **env},
+    )
+    port = int(proc.stdout.readline().split()[1])
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                return proc, url
+        except httpx.TransportError:
+            pass
+        assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read()
+        time.sleep(0.1)
+
+
+def _raw(port: int, data: bytes, wait_s: float) -> tuple[bytes, float]:
+    """Send ``data`` on a fresh connection; the response that comes back within ``wait_s``
+    (empty if none), and when it was complete."""
+    import socket
+
+    t0 = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port), timeout=wait_s) as s:
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            s.sendall(data)  # the server may answer and close before it has read everything
+        reply = b""
+        try:
+            while True:  # one whole response: headers, then content-length bytes of body
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                reply += chunk
+                head, sep, body = reply.partition(b"\r\n\r\n")
+                length = re.search(rb"content-length: *(\d+)", head, re.IGNORECASE)
+                if sep and length and len(body) >= int(length.group(1)):
+                    break
+        except (TimeoutError, ConnectionResetError):
+            pass
+        return reply, time.monotonic() - t0
+
+
+def test_header_size_and_body_read_limits(tiny_bundle):
+    """64 KB of headers (limit 16 KB) is refused; a client dripping its body gets 408 after
+    the body read timeout instead of holding the connection; normal requests are unaffected."""
+    proc, url = _start_real_server(
+        tiny_bundle, LSMT_BODY_READ_TIMEOUT_S="0.5", LSMT_MAX_HEADER_BYTES="16384"
+    )
+    port = int(url.rsplit(":", 1)[1])
+    try:
+        big = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 65_536 + b"\r\n\r\n"
+        reply, _ = _raw(port, big, 5)  # arrives in one read: refused by the app, in JSON
+        assert reply.startswith(b"HTTP/1.1 431") and b'"headers_too_large"' in reply, reply[:80]
+        huge = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 1_000_000 + b"\r\n\r\n"
+        reply, _ = _raw(port, huge, 5)  # refused by h11 while it is still arriving
+        assert reply.startswith(b"HTTP/1.1 400") or reply == b"", reply[:80]
+        start = (
+            b"POST /v1/translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 100\r\n\r\n" + b'{"text": "Follow'
+        )
+        reply, seconds = _raw(port, start, 5)
+        assert reply.startswith(b"HTTP/1.1 408"), reply[:80]
+        assert b'"body_timeout"' in reply and 0.4 < seconds < 2.5, seconds
+        r = httpx.post(
+            f"{url}/v1/translate", json={"text": TEXTS[0], "source": "en", "target": "de"}
+        )
+        assert r.status_code == 200, r.text
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
