@@ -21,7 +21,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from .auth import check_key, key_from_request
 from .bundles import ServedBundle, language_name, load_served_bundle
 from .engines import EngineRegistry, Loader, State
-from .errors import ApiError, BodyReadTimeout, install_error_handlers
+from .errors import ApiError, BodyReadTimeout, body_timeout, install_error_handlers
 from .libretranslate import router as lt_router
 from .metrics import Metrics
 from .schemas import (
@@ -228,6 +228,10 @@ class RequestContextMiddleware:
                 )
             else:
                 await self.app(scope, receive, send_wrapper)
+        except BodyReadTimeout:  # a stalled chunked body, read here before the app sees it
+            if not status_holder["started"]:
+                err = body_timeout(st.settings)
+                await _send_json(send_wrapper, err.status, {"error": err.body(), "request_id": rid})
         except Exception:
             log.exception("unhandled error request_id=%s path=%s", rid, scope.get("path"))
             if not status_holder["started"]:

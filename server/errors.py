@@ -110,6 +110,17 @@ class BodyReadTimeout(Exception):
     """The client stopped sending its request body (answered 408)."""
 
 
+def body_timeout(settings: Any) -> ApiError:
+    limit = settings.body_read_timeout_s
+    return ApiError(
+        408,
+        "body_timeout",
+        f"The request body did not arrive: nothing for {limit:g} s.",
+        headers={"Connection": "close"},
+        limit_s=limit,
+    )
+
+
 # What FastAPI raises when a JSON body cannot be decoded at all (not UTF-8, nested too deeply):
 # the client gets the documented malformed_json with the reason instead.
 FASTAPI_BODY_ERROR = "There was an error parsing the body"
@@ -155,15 +166,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(BodyReadTimeout)
     async def _body_timeout(request: Request, exc: BodyReadTimeout):
-        limit = request.app.state.lsmt.settings.body_read_timeout_s
-        err = ApiError(
-            408,
-            "body_timeout",
-            f"The request body did not arrive: nothing for {limit:g} s.",
-            limit_s=limit,
-        )
-        err.headers["Connection"] = "close"
-        return error_response(request, err)
+        return error_response(request, body_timeout(request.app.state.lsmt.settings))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException):
