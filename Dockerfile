@@ -18,7 +18,8 @@ COPY server ./server
 COPY training ./training
 RUN pip install '.[serve]'
 
-# models/ holds the default bundle when one has been built (see models/README.md).
+# models/default is the bundled default model (see MODEL_CARD.md); the server serves it when
+# started without a bundle directory.
 COPY models ./models
 
 USER lsmt

@@ -21,7 +21,14 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from .auth import check_key, key_from_request
 from .bundles import ServedBundle, language_name, load_served_bundle
 from .engines import EngineRegistry, Loader, State
-from .errors import ApiError, BodyReadTimeout, body_timeout, install_error_handlers
+from .errors import (
+    ApiError,
+    BodyReadTimeout,
+    body_timeout,
+    install_error_handlers,
+    internal_error,
+    too_large_body,
+)
 from .libretranslate import router as lt_router
 from .metrics import Metrics
 from .schemas import (
@@ -187,18 +194,16 @@ class RequestContextMiddleware:
                 # h11 refuses larger headers only while they are incomplete; whatever arrived
                 # in one read is bounded here, with a JSON answer.
                 limit = st.settings.max_header_bytes
-                await _send_json(
+                await _send_error(
                     send_wrapper,
-                    431,
-                    {
-                        "error": {
-                            "code": "headers_too_large",
-                            "message": f"The request headers take {header_bytes} bytes; at "
-                            f"most {limit} are allowed.",
-                            "limit": limit,
-                        },
-                        "request_id": rid,
-                    },
+                    ApiError(
+                        431,
+                        "headers_too_large",
+                        f"The request headers take {header_bytes} bytes; at most {limit} are "
+                        "allowed.",
+                        limit=limit,
+                    ),
+                    rid,
                 )
                 return
             limit = st.settings.max_request_bytes
@@ -214,39 +219,16 @@ class RequestContextMiddleware:
                 if not too_big:
                     receive = _replay(body)
             if too_big:
-                await _send_json(
-                    send_wrapper,
-                    413,
-                    {
-                        "error": {
-                            "code": "request_too_large",
-                            "message": f"The request body exceeds {limit} bytes.",
-                            "limit": limit,
-                        },
-                        "request_id": rid,
-                    },
-                )
+                await _send_error(send_wrapper, too_large_body(limit), rid)
             else:
                 await self.app(scope, receive, send_wrapper)
         except BodyReadTimeout:  # a stalled chunked body, read here before the app sees it
             if not status_holder["started"]:
-                err = body_timeout(st.settings)
-                await _send_json(send_wrapper, err.status, {"error": err.body(), "request_id": rid})
+                await _send_error(send_wrapper, body_timeout(st.settings), rid)
         except Exception:
             log.exception("unhandled error request_id=%s path=%s", rid, scope.get("path"))
             if not status_holder["started"]:
-                await _send_json(
-                    send_wrapper,
-                    500,
-                    {
-                        "error": {
-                            "code": "internal_error",
-                            "message": "An internal error occurred; it has been logged with "
-                            f"request id {rid}.",
-                        },
-                        "request_id": rid,
-                    },
-                )
+                await _send_error(send_wrapper, internal_error(rid), rid)
         finally:
             st.metrics.in_flight.dec()
             st.http_in_flight -= 1
@@ -290,15 +272,17 @@ def _replay(body: bytes):
     return receive
 
 
-async def _send_json(send, status: int, content: dict[str, Any]) -> None:
-    body = json.dumps(content).encode()
+async def _send_error(send, err: ApiError, rid: str) -> None:
+    """An error answered from the middleware (outside FastAPI's handlers), same JSON body."""
+    body = json.dumps({"error": err.body(), "request_id": rid}).encode()
     await send(
         {
             "type": "http.response.start",
-            "status": status,
+            "status": err.status,
             "headers": [
                 (b"content-type", b"application/json"),
                 (b"content-length", str(len(body)).encode()),
+                *((k.lower().encode(), v.encode()) for k, v in err.headers.items()),
             ],
         }
     )

@@ -110,6 +110,20 @@ class BodyReadTimeout(Exception):
     """The client stopped sending its request body (answered 408)."""
 
 
+def too_large_body(limit: int) -> ApiError:
+    return ApiError(
+        413, "request_too_large", f"The request body exceeds {limit} bytes.", limit=limit
+    )
+
+
+def internal_error(rid: str) -> ApiError:
+    return ApiError(
+        500,
+        "internal_error",
+        f"An internal error occurred; it has been logged with request id {rid}.",
+    )
+
+
 def body_timeout(settings: Any) -> ApiError:
     limit = settings.body_read_timeout_s
     return ApiError(
@@ -192,11 +206,4 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _unexpected(request: Request, exc: Exception):
         rid = request_id_of(request)
         log.error("unexpected error request_id=%s path=%s", rid, request.url.path, exc_info=exc)
-        return error_response(
-            request,
-            ApiError(
-                500,
-                "internal_error",
-                f"An internal error occurred; it has been logged with request id {rid}.",
-            ),
-        )
+        return error_response(request, internal_error(rid))

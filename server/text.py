@@ -6,6 +6,8 @@ is stripped of its surrounding whitespace (kept for the rejoin) and cut into sen
 pysbd (``clean=False``) for the languages pysbd knows, otherwise by ``simple_split``: a
 sentence ends after ``. ! ?`` (and ``…``) followed by whitespace, or after the full-width
 CJK terminators ``。！？．｡`` with or without whitespace, closing quotes/brackets included.
+A line longer than ``PYSBD_CHUNK_CHARS`` is cut at ``simple_split`` sentence ends into pieces
+of about that size before pysbd sees it (pysbd's cost grows faster than linearly).
 
 Rejoining (``join_line``): the translated sentences of a line are joined with one space, or
 with nothing when the target language writes without spaces (zh, ja, th, lo, km, my).

@@ -18,7 +18,9 @@ Design notes
   language per forward. Routes are drawn with temperature sampling (``RouteSampler``).
 - Loss: label-smoothed cross entropy summed over target tokens and divided by the number of
   target tokens of the whole update (all micro-batches, all ranks), so gradient accumulation
-  and DDP give the gradient of one big batch.
+  and DDP give the gradient of one big batch. With ``data.target_vocab.restrict_output`` the
+  softmax covers only the target language's pieces (``OutputVocabulary``), as the exported,
+  vocabulary-sliced engine does.
 - DDP: every rank draws the same route at each micro-step and a different batch of it, so all
   ranks use the same parameters in a step. Route-dependent modules leave other parameters
   unused, so DDP runs with ``find_unused_parameters=True`` when the model has any

@@ -260,15 +260,21 @@ def test_huge_legal_request_ends_by_its_deadline_and_small_ones_keep_going(make_
 
 def test_full_queue_is_refused_before_preparation(make_server, slow):
     srv = make_server(
-        loader=slow(1.0), queue_size=1, max_batch_size=1, inter_threads=1, batch_wait_ms=0
+        loader=slow(2.0), queue_size=1, max_batch_size=1, inter_threads=1, batch_wait_ms=0
     )
     body = {"text": EN, "source": "en", "target": "de", "beam_size": 1}
     assert post(srv.url, body)[0] == 200
     batcher = next(iter(srv.state.service.batchers.values()))
     with ThreadPoolExecutor(2) as pool:
         first = [pool.submit(post, srv.url, body) for _ in range(2)]  # one runs, one waits
-        deadline = time.monotonic() + 5
-        while not batcher.is_full() and time.monotonic() < deadline:
+        # Full twice 0.2 s apart: the first job is running (its batch takes 2 s) and the
+        # second waits in the queue, not the first one still waiting to be dispatched.
+        deadline = time.monotonic() + 8
+        while time.monotonic() < deadline:
+            if batcher.is_full():
+                time.sleep(0.2)
+                if batcher.is_full():
+                    break
             time.sleep(0.01)
         huge = {"text": ["Hi. " * 1250] * 64, "source": "en", "target": "de"}
         code, payload, _, seconds = post(srv.url, huge)

@@ -33,13 +33,16 @@ def _in_flight(url: str) -> float:
     return 0.0
 
 
-def test_sigterm_finishes_in_flight_requests(tiny_bundle):
+def _start_real_server(tiny_bundle, delay_s: str = "0", **env: str):
+    """``serve_slow.py`` in its own process (settings may come from LSMT_* ``env``), once
+    /readyz answers 200: (process, url). A process that does not get ready is killed."""
     proc = subprocess.Popen(
-        [sys.executable, str(HERE / "serve_slow.py"), str(tiny_bundle), "0.6"],
+        [sys.executable, str(HERE / "serve_slow.py"), str(tiny_bundle), delay_s],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         cwd=ROOT,
+        env={**os.environ, **env},
     )
     try:
         port = int(proc.stdout.readline().split()[1])
@@ -48,12 +51,20 @@ def test_sigterm_finishes_in_flight_requests(tiny_bundle):
         while True:
             try:
                 if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                    break
+                    return proc, url
             except httpx.TransportError:
                 pass
             assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read()
             time.sleep(0.1)
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
 
+
+def test_sigterm_finishes_in_flight_requests(tiny_bundle):
+    proc, url = _start_real_server(tiny_bundle, delay_s="0.6")
+    try:
         results: dict[int, tuple[int, str]] = {}
 
         def call(i: int) -> None:
@@ -151,28 +162,6 @@ print(sys.modules.get("torch") is not None)
     )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "False"
-
-
-def _start_real_server(tiny_bundle, **env: str) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen(
-        [sys.executable, str(HERE / "serve_slow.py"), str(tiny_bundle), "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-        env={**os.environ, **env},
-    )
-    port = int(proc.stdout.readline().split()[1])
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                return proc, url
-        except httpx.TransportError:
-            pass
-        assert time.monotonic() < deadline and proc.poll() is None, proc.stderr.read()
-        time.sleep(0.1)
 
 
 def _raw(port: int, data: bytes, wait_s: float) -> tuple[bytes, float]:
