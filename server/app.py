@@ -25,8 +25,10 @@ from .errors import (
     ApiError,
     BodyReadTimeout,
     body_timeout,
+    error_content,
     install_error_handlers,
     internal_error,
+    shutting_down,
     too_large_body,
 )
 from .libretranslate import router as lt_router
@@ -48,6 +50,8 @@ log = logging.getLogger("server")
 WARMUP_TEXT = "Hello."
 _STATIC_ENDPOINTS = frozenset({"/docs", "/redoc", "/openapi.json", "/docs/oauth2-redirect"})
 _RID_OK = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
+# nginx's status for "client closed the connection before the answer": only in metrics/logs.
+CLIENT_CLOSED_REQUEST = 499
 
 
 @dataclass
@@ -156,8 +160,44 @@ def _with_body_timeout(receive, timeout_s: float):
     return timed
 
 
+class _DisconnectWatch:
+    """Once the request body has been read, watches the connection for the client going
+    away and then cancels the request's task: a disconnected client's queued work is dropped
+    (uvicorn does not cancel a request whose client has left)."""
+
+    def __init__(self, receive, task: asyncio.Task) -> None:
+        self._receive = receive
+        self._task = task
+        self._watcher: asyncio.Task | None = None
+        self.client_gone = False
+        self.response_done = False
+
+    async def receive(self):
+        """The ``receive`` the app sees."""
+        if self._watcher is not None:  # body read: the watcher owns the connection now
+            await asyncio.shield(self._watcher)
+            return {"type": "http.disconnect"}
+        message = await self._receive()
+        if message["type"] == "http.request" and not message.get("more_body", False):
+            self._watcher = asyncio.create_task(self._watch())
+        return message
+
+    async def _watch(self) -> None:
+        while (await self._receive())["type"] != "http.disconnect":
+            pass
+        if not self.response_done:  # uvicorn also says disconnect once the response is sent
+            self.client_gone = True
+            self._task.cancel()
+
+    def stop(self) -> None:
+        if self._watcher is not None and not self._watcher.done():
+            self._watcher.cancel()
+
+
 class RequestContextMiddleware:
-    """Request id, body size limit, metrics, and a last-resort 500 without internals."""
+    """Request id, size limits, body read timeout, dropping the work of clients that went
+    away, the JSON 503 when shutdown cuts a request short, metrics, and a last-resort 500
+    without internals."""
 
     def __init__(self, app, state: AppState) -> None:
         self.app = app
@@ -172,6 +212,7 @@ class RequestContextMiddleware:
         if not _RID_OK.match(rid):
             rid = uuid.uuid4().hex
         scope.setdefault("state", {})["request_id"] = rid
+        path = scope.get("path", "")
         t0 = time.perf_counter()
         status_holder = {"status": 500, "started": False}
         st.metrics.in_flight.inc()
@@ -185,10 +226,13 @@ class RequestContextMiddleware:
                 if not any(k.lower() == b"x-request-id" for k, _ in hdrs):
                     hdrs.append((b"x-request-id", rid.encode()))
                 message = {**message, "headers": hdrs}
+            elif message["type"] == "http.response.body" and not message.get("more_body"):
+                watch.response_done = True
             await send(message)
 
         receive = _with_body_timeout(receive, st.settings.body_read_timeout_s)
         header_bytes = sum(len(k) + len(v) + 4 for k, v in scope["headers"])
+        watch = _DisconnectWatch(receive, asyncio.current_task())
         try:
             if header_bytes > st.settings.max_header_bytes:
                 # h11 refuses larger headers only while they are incomplete; whatever arrived
@@ -196,6 +240,7 @@ class RequestContextMiddleware:
                 limit = st.settings.max_header_bytes
                 await _send_error(
                     send_wrapper,
+                    path,
                     ApiError(
                         431,
                         "headers_too_large",
@@ -217,25 +262,34 @@ class RequestContextMiddleware:
             elif headers.get("transfer-encoding", "").lower() == "chunked":
                 body, too_big = await _read_limited(receive, limit)
                 if not too_big:
-                    receive = _replay(body)
+                    watch = _DisconnectWatch(_replay(body, receive), asyncio.current_task())
             if too_big:
-                await _send_error(send_wrapper, too_large_body(limit), rid)
+                await _send_error(send_wrapper, path, too_large_body(limit), rid)
             else:
-                await self.app(scope, receive, send_wrapper)
+                await self.app(scope, watch.receive, send_wrapper)
+        except asyncio.CancelledError:
+            if watch.client_gone:
+                status_holder["status"] = CLIENT_CLOSED_REQUEST
+                log.info("client went away; request dropped request_id=%s path=%s", rid, path)
+            elif not status_holder["started"]:
+                # uvicorn cancels the requests still running when the graceful-shutdown time
+                # is over: they get the documented JSON 503, not a plain-text 500.
+                await _send_error(send_wrapper, path, shutting_down(), rid)
+            # The cancellation was for this request alone: the task ends normally.
         except BodyReadTimeout:  # a stalled chunked body, read here before the app sees it
             if not status_holder["started"]:
-                await _send_error(send_wrapper, body_timeout(st.settings), rid)
+                await _send_error(send_wrapper, path, body_timeout(st.settings), rid)
         except Exception:
-            log.exception("unhandled error request_id=%s path=%s", rid, scope.get("path"))
+            log.exception("unhandled error request_id=%s path=%s", rid, path)
             if not status_holder["started"]:
-                await _send_error(send_wrapper, internal_error(rid), rid)
+                await _send_error(send_wrapper, path, internal_error(rid), rid)
         finally:
+            watch.stop()
             st.metrics.in_flight.dec()
             st.http_in_flight -= 1
             route = scope.get("route")
             endpoint = getattr(route, "path", None)
             if endpoint is None:
-                path = scope.get("path", "")
                 endpoint = path if path in _STATIC_ENDPOINTS else "unmatched"
             status = str(status_holder["status"])
             dt = time.perf_counter() - t0
@@ -259,22 +313,24 @@ async def _read_limited(receive, limit: int) -> tuple[bytes, bool]:
     return b"".join(chunks), False
 
 
-def _replay(body: bytes):
+def _replay(body: bytes, receive):
+    """``receive`` that gives the already-read ``body`` first, then the connection's own
+    messages (the client going away)."""
     sent = False
 
-    async def receive():
+    async def replay():
         nonlocal sent
         if not sent:
             sent = True
             return {"type": "http.request", "body": body, "more_body": False}
-        return {"type": "http.disconnect"}
+        return await receive()
 
-    return receive
+    return replay
 
 
-async def _send_error(send, err: ApiError, rid: str) -> None:
+async def _send_error(send, path: str, err: ApiError, rid: str) -> None:
     """An error answered from the middleware (outside FastAPI's handlers), same JSON body."""
-    body = json.dumps({"error": err.body(), "request_id": rid}).encode()
+    body = json.dumps(error_content(path, err, rid)).encode()
     await send(
         {
             "type": "http.response.start",

@@ -58,17 +58,23 @@ def request_id_of(request: Request) -> str:
     return getattr(request.state, "request_id", None) or request.headers.get("x-request-id", "")
 
 
-def error_response(request: Request, err: ApiError) -> JSONResponse:
-    rid = request_id_of(request)
-    headers = dict(err.headers)
-    if rid:
-        headers["X-Request-ID"] = rid
-    if request.url.path in LIBRETRANSLATE_PATHS:
+def error_content(path: str, err: ApiError, rid: str) -> dict[str, Any]:
+    """The JSON body of an error: the /v1 shape, or LibreTranslate's on its paths."""
+    if path in LIBRETRANSLATE_PATHS:
         content: dict[str, Any] = {"error": err.message, "details": err.body()}
     else:
         content = {"error": err.body()}
     if rid:
         content["request_id"] = rid
+    return content
+
+
+def error_response(request: Request, err: ApiError) -> JSONResponse:
+    rid = request_id_of(request)
+    headers = dict(err.headers)
+    if rid:
+        headers["X-Request-ID"] = rid
+    content = error_content(request.url.path, err, rid)
     return JSONResponse(content, status_code=err.status, headers=headers)
 
 
@@ -121,6 +127,15 @@ def internal_error(rid: str) -> ApiError:
         500,
         "internal_error",
         f"An internal error occurred; it has been logged with request id {rid}.",
+    )
+
+
+def shutting_down() -> ApiError:
+    return ApiError(
+        503,
+        "shutting_down",
+        "The server is shutting down; retry on another instance.",
+        headers={"Retry-After": "1"},
     )
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 from .batching import Batcher, DecodeOptions, Hypothesis, Job, QueueFull, ShuttingDown
 from .bundles import ServedBundle
 from .engines import EngineRegistry, EngineUnavailable
-from .errors import ApiError, bad_request, too_large
+from .errors import ApiError, bad_request, shutting_down, too_large
 from .metrics import Metrics
 from .settings import Settings
 from .text import LanguageDetector, join_text, sentences_of, split_text
@@ -269,13 +270,16 @@ class TranslationService:
         target: str,
         model: str | None,
         deadline: float | None = None,
+        stop: threading.Event | None = None,
     ):
         """Per text: source language (detected per text), lines, tokenized sentences. Past
-        ``deadline`` it stops between texts with TimeoutError, so the work of a request that
-        has already timed out does not go on in its thread."""
+        ``deadline``, or once ``stop`` is set (the client went away), it stops between texts
+        with TimeoutError, so the work of an abandoned request does not go on in its thread."""
         plans = []
         for i, text in enumerate(texts):
-            if deadline is not None and time.monotonic() > deadline:
+            if (deadline is not None and time.monotonic() > deadline) or (
+                stop is not None and stop.is_set()
+            ):
                 raise TimeoutError
             conf = None
             src = source
@@ -322,16 +326,21 @@ class TranslationService:
                 raise self._queue_full()
 
         t0 = time.perf_counter()
+        stop = threading.Event()  # set when nobody waits for the preparation any more
         try:
             if sum(len(t) for t in texts) > INLINE_PREP_CHARS:
                 # Splitting and tokenizing a large request takes a while: do it in a thread so
                 # the event loop keeps serving other requests, within the request's deadline.
-                prep = asyncio.to_thread(self._prepare, texts, source, target, model, deadline)
+                prep = asyncio.to_thread(
+                    self._prepare, texts, source, target, model, deadline, stop
+                )
                 plans = await asyncio.wait_for(prep, max(deadline - time.monotonic(), 0.001))
             else:
                 plans = self._prepare(texts, source, target, model, deadline)
         except TimeoutError:
             raise self._timeout() from None
+        finally:
+            stop.set()
         self.metrics.stage_latency.labels("tokenize").observe(time.perf_counter() - t0)
 
         # One job per engine with every sentence of every text that goes there.
@@ -351,12 +360,17 @@ class TranslationService:
                     entry[2].append(p)
             for key, (b, index, sources) in groups.items():
                 jobs.append((b.submit(sources, decode), index, key))
-            remaining = deadline - time.monotonic()
             if jobs:
-                await asyncio.wait_for(
-                    asyncio.gather(*(asyncio.shield(j.future) for j, _, _ in jobs)),
-                    max(remaining, 0.001),
+                done, pending = await asyncio.wait(
+                    [job.future for job, _, _ in jobs],
+                    timeout=max(deadline - time.monotonic(), 0.001),
+                    return_when=asyncio.FIRST_EXCEPTION,
                 )
+                failed = next((f.exception() for f in done if f.exception()), None)
+                if failed is not None:
+                    raise failed
+                if pending:
+                    raise TimeoutError
         except QueueFull:
             self._cancel(jobs)
             raise self._queue_full() from None
@@ -377,12 +391,12 @@ class TranslationService:
             ) from None
         except ShuttingDown:
             self._cancel(jobs)
-            raise ApiError(
-                503,
-                "shutting_down",
-                "The server is shutting down; retry on another instance.",
-                headers={"Retry-After": "1"},
-            ) from None
+            raise shutting_down() from None
+        except BaseException:
+            # Also when the client went away or the graceful-shutdown time ran out
+            # (CancelledError): the queued sentences are dropped, not translated for nobody.
+            self._cancel(jobs)
+            raise
 
         # Detokenize and rejoin.
         t1 = time.perf_counter()
@@ -437,10 +451,14 @@ class TranslationService:
 
     @staticmethod
     def _cancel(jobs) -> None:
+        """Drop the jobs' queued sentences; an exception a job already has is taken here, so
+        none is logged as "never retrieved"."""
         for job, _, _ in jobs:
             job.cancelled = True
             if not job.future.done():
                 job.future.cancel()
+            elif not job.future.cancelled():
+                job.future.exception()
 
     async def close(self) -> None:
         for b in self.batchers.values():

@@ -7,6 +7,7 @@ Prints ``PORT <n>`` once the socket is bound, then serves until SIGTERM/SIGINT.
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 from pathlib import Path
@@ -24,14 +25,18 @@ from server.settings import Settings  # noqa: E402
 def main() -> None:
     block_torch()
     bundle, delay = Path(sys.argv[1]), float(sys.argv[2])
+    defaults = {
+        "device": "cpu",
+        "warmup_routes": ["en-de"],
+        "inter_threads": 1,
+        "max_batch_size": 2,
+        "graceful_timeout_s": 30,
+        "log_level": "info",
+    }
+    # An LSMT_* variable in the environment overrides the default here.
     settings = Settings(
         bundles=[bundle],
-        device="cpu",
-        warmup_routes=["en-de"],
-        inter_threads=1,
-        max_batch_size=2,
-        graceful_timeout_s=30,
-        log_level="info",
+        **{k: v for k, v in defaults.items() if f"LSMT_{k.upper()}" not in os.environ},
     )
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -26,11 +28,16 @@ TEXTS = [
 ]
 
 
-def _in_flight(url: str) -> float:
+def _metric(url: str, series: str) -> float:
+    """The value of one series of /metrics (``name`` or ``name{labels}``); 0 when absent."""
     for line in httpx.get(f"{url}/metrics", timeout=5).text.splitlines():
-        if line.startswith("lsmt_http_requests_in_flight "):
-            return float(line.split()[1])
+        if line.startswith(series + " "):
+            return float(line.split()[-1])
     return 0.0
+
+
+def _in_flight(url: str) -> float:
+    return _metric(url, "lsmt_http_requests_in_flight")
 
 
 def _start_real_server(tiny_bundle, delay_s: str = "0", **env: str):
@@ -167,7 +174,6 @@ print(sys.modules.get("torch") is not None)
 def _raw(port: int, data: bytes, wait_s: float) -> tuple[bytes, float]:
     """Send ``data`` on a fresh connection; the response that comes back within ``wait_s``
     (empty if none), and when it was complete."""
-    import socket
 
     t0 = time.monotonic()
     with socket.create_connection(("127.0.0.1", port), timeout=wait_s) as s:
@@ -214,6 +220,89 @@ def test_header_size_and_body_read_limits(tiny_bundle):
             f"{url}/v1/translate", json={"text": TEXTS[0], "source": "en", "target": "de"}
         )
         assert r.status_code == 200, r.text
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_shutdown_timeout_answers_json_503(tiny_bundle):
+    """Requests still running when the graceful-shutdown time is over get the documented JSON
+    503 shutting_down (not uvicorn's plain-text 500), and their abandoned futures leave no
+    "exception was never retrieved" in the log."""
+    proc, url = _start_real_server(tiny_bundle, delay_s="3", LSMT_GRACEFUL_TIMEOUT_S="0.5")
+    try:
+        results: dict[int, httpx.Response | Exception] = {}
+
+        def call(i: int) -> None:
+            try:
+                results[i] = httpx.post(
+                    f"{url}/v1/translate",
+                    timeout=30,
+                    json={"text": TEXTS[i], "source": "en", "target": "de"},
+                )
+            except Exception as exc:
+                results[i] = exc
+
+        threads = [threading.Thread(target=call, args=(i,)) for i in range(3)]
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 10
+        while _in_flight(url) < 3 + 1:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        t_term = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        for t in threads:
+            t.join(timeout=30)
+        answered_s = time.monotonic() - t_term
+        for i in range(3):
+            r = results[i]
+            assert isinstance(r, httpx.Response), r
+            assert r.status_code == 503, r.text
+            assert r.headers["content-type"] == "application/json"
+            assert r.json()["error"]["code"] == "shutting_down"
+            assert r.headers["retry-after"] == "1"
+        assert answered_s < 2.5  # the 0.5 s grace, not the 3 s batch
+        assert proc.wait(timeout=30) == 0
+        log = proc.stderr.read()
+        assert "never retrieved" not in log and "Exception in ASGI application" not in log, log
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_disconnected_client_work_is_dropped(tiny_bundle):
+    """A client that goes away while its long request is queued: the sentences not yet in a
+    batch are not translated, the request is counted as 499, and the server serves the next
+    client at once."""
+    proc, url = _start_real_server(tiny_bundle, delay_s="0.4")
+    port = int(url.rsplit(":", 1)[1])
+    batches = "lsmt_batch_size_count"
+    try:
+        body = json.dumps({"text": TEXTS * 3, "source": "en", "target": "de"}).encode()
+        request = (
+            b"POST /v1/translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+        )  # 18 sentences, 2 per 0.4 s batch: 3.6 s of work
+        before = _metric(url, batches)
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+            s.sendall(request)
+            deadline = time.monotonic() + 10
+            while _metric(url, batches) < before + 1:  # the work has started
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+            at_disconnect = _metric(url, batches)
+        time.sleep(2.0)  # 5 more batches if the work went on
+        assert _metric(url, batches) <= at_disconnect + 2  # at most the batch in flight
+        assert _metric(url, 'lsmt_http_requests_total{endpoint="/v1/translate",status="499"}') == 1
+        assert _in_flight(url) == 1  # only this /metrics request
+        r = httpx.post(
+            f"{url}/v1/translate",
+            timeout=10,
+            json={"text": TEXTS[0], "source": "en", "target": "de"},
+        )
+        assert r.status_code == 200 and r.elapsed.total_seconds() < 1.5, r.text
     finally:
         proc.terminate()
         proc.wait(timeout=30)
