@@ -33,10 +33,13 @@ from .errors import (
 )
 from .libretranslate import router as lt_router
 from .metrics import Metrics
+from .openapi import install_openapi
 from .schemas import (
     ERROR_RESPONSES,
     DetectedLanguage,
+    HealthResponse,
     LanguagesResponse,
+    ReadinessResponse,
     TranslateRequest,
     TranslateResponse,
     Translation,
@@ -493,11 +496,18 @@ def create_app(
             "engines": engines,
         }
 
-    @app.get("/healthz", tags=["operations"])
+    @app.get("/healthz", tags=["operations"], response_model=HealthResponse)
     async def healthz() -> dict[str, Any]:
         return {"status": "ok", "uptime_s": round(time.time() - st.started_at, 3)}
 
-    @app.get("/readyz", tags=["operations"])
+    @app.get(
+        "/readyz",
+        tags=["operations"],
+        responses={
+            200: {"model": ReadinessResponse, "description": "Ready (status ready/degraded)."},
+            503: {"model": ReadinessResponse, "description": "Not ready yet, or broken."},
+        },
+    )
     async def readyz():
         failed = {e.key: e.error for e in st.registry.engines.values() if e.state == State.FAILED}
         problems = []
@@ -531,10 +541,21 @@ def create_app(
         }
         return JSONResponse(body, status_code=200 if ready else 503)
 
-    @app.get("/metrics", tags=["operations"], include_in_schema=True)
+    @app.get(
+        "/metrics",
+        tags=["operations"],
+        response_class=Response,
+        responses={
+            200: {
+                "description": "Prometheus text exposition format.",
+                "content": {"text/plain": {"schema": {"type": "string"}}},
+            }
+        },
+    )
     async def metrics() -> Response:
         st.registry._update_gauges()
         return Response(generate_latest(st.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     app.include_router(lt_router)
+    install_openapi(app, settings)
     return app

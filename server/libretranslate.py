@@ -15,15 +15,25 @@ import html
 import json
 import re
 import time
-from typing import Any
+from typing import Any, TypeVar, get_args
 from urllib.parse import parse_qs
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ValidationError
 
 from .auth import check_key, key_from_request
 from .bundles import language_name
 from .errors import ApiError, bad_request
+from .schemas import (
+    LT_DETECT_ERRORS,
+    LT_TRANSLATE_ERRORS,
+    LTDetected,
+    LTDetectRequest,
+    LTLanguage,
+    LTTranslateRequest,
+    LTTranslateResponse,
+)
 
 router = APIRouter(tags=["LibreTranslate compatible"])
 
@@ -91,50 +101,73 @@ async def authenticated_fields(request: Request) -> dict[str, Any]:
     return fields
 
 
-def _str_field(fields: dict[str, Any], name: str, default: str | None = None) -> str:
-    v = fields.get(name, default)
-    if v is None:
-        raise bad_request("missing_field", f"Field {name!r} is required.", parameter=name)
-    if not isinstance(v, str):
-        raise bad_request("invalid_field", f"Field {name!r} must be a string.", parameter=name)
-    return v
+def request_body(model: type[BaseModel]) -> dict[str, Any]:
+    """OpenAPI request body of a LibreTranslate endpoint: the model, as JSON or as a form
+    (``server.openapi`` adds the model to the components)."""
+    schema = {"$ref": f"#/components/schemas/{model.__name__}"}
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {"schema": schema},
+                "application/x-www-form-urlencoded": {"schema": schema},
+            },
+        }
+    }
 
 
-@router.post("/translate", summary="Translate (LibreTranslate compatible)")
-async def lt_translate(request: Request):
-    st = request.app.state.lsmt
-    fields = await authenticated_fields(request)
-    q = fields.get("q")
-    if q is None:
-        raise bad_request(
-            "missing_field", "Field 'q' (text to translate) is required.", parameter="q"
-        )
-    single = isinstance(q, str)
-    texts = [q] if single else q
-    if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
-        raise bad_request(
-            "invalid_field", "Field 'q' must be a string or a list of strings.", parameter="q"
-        )
-    source = _str_field(fields, "source", "auto")
-    target = _str_field(fields, "target")
-    fmt = _str_field(fields, "format", "text")
-    if fmt not in ("text", "html"):
+# What each field must be, for error messages (the models in schemas.py enforce it).
+_FIELD_RULES = {
+    "q": "a string or a list of strings",
+    "source": "a language code or 'auto'",
+    "target": "a language code",
+    "format": "'text' or 'html'",
+    "alternatives": "an integer >= 0",
+    "api_key": "a string",
+}
+BodyModel = TypeVar("BodyModel", bound=BaseModel)
+
+
+def parse_fields(model: type[BodyModel], fields: dict[str, Any]) -> BodyModel:
+    """The fields of a JSON or form body, validated by ``model``; the first problem answers
+    400 in LibreTranslate's error shape, naming the field and what it must be."""
+    try:
+        return model.model_validate(fields)
+    except ValidationError as exc:
+        e = exc.errors()[0]
+        name = str(e["loc"][0]) if e["loc"] else "body"
+        if e["type"] == "missing":
+            raise bad_request(
+                "missing_field", f"Field {name!r} is required.", parameter=name
+            ) from None
+        extra: dict[str, Any] = {}
+        if e["type"] == "literal_error":
+            extra["allowed"] = list(get_args(model.model_fields[name].annotation))
+        rule = _FIELD_RULES.get(name, "valid")
         raise bad_request(
             "invalid_field",
-            f"format={fmt!r} is not supported.",
-            parameter="format",
-            allowed=["text", "html"],
-        )
-    try:
-        n_alt = int(fields.get("alternatives", 0) or 0)
-    except (TypeError, ValueError, OverflowError):
-        raise bad_request(
-            "invalid_field", "Field 'alternatives' must be an integer.", parameter="alternatives"
+            f"Field {name!r} must be {rule} ({e['msg']}).",
+            parameter=name,
+            **extra,
         ) from None
+
+
+@router.post(
+    "/translate",
+    summary="Translate (LibreTranslate compatible)",
+    responses={200: {"model": LTTranslateResponse}, **LT_TRANSLATE_ERRORS},
+    openapi_extra=request_body(LTTranslateRequest),
+)
+async def lt_translate(request: Request):
+    st = request.app.state.lsmt
+    req = parse_fields(LTTranslateRequest, await authenticated_fields(request))
+    single = isinstance(req.q, str)
+    texts = [req.q] if single else req.q
+    source, target = req.source, req.target
     svc = st.service
-    opts = svc.validate_options(None, n_alt, None)
+    opts = svc.validate_options(None, req.alternatives, None)
     deadline = time.monotonic() + st.settings.request_timeout_s
-    if fmt == "html":
+    if req.format == "html":
         svc.validate_texts(texts)
         svc.validate_languages(source, target, None)
         results = [await _translate_html(svc, t, source, target, opts, deadline) for t in texts]
@@ -148,7 +181,7 @@ async def lt_translate(request: Request):
     body: dict[str, Any] = {"translatedText": [r["translatedText"] for r in results]}
     if source == "auto":
         body["detectedLanguage"] = [r.get("detectedLanguage") for r in results]
-    if n_alt:
+    if req.alternatives:
         body["alternatives"] = [r.get("alternatives", []) for r in results]
     return body
 
@@ -202,27 +235,37 @@ def _languages(request: Request) -> list[dict[str, Any]]:
     ]
 
 
-@router.get("/languages", summary="Languages (LibreTranslate compatible)")
+_LANGUAGES = {
+    "summary": "Languages (LibreTranslate compatible)",
+    "response_model": list[LTLanguage],
+}
+
+
+@router.get("/languages", **_LANGUAGES)
 async def lt_languages_get(request: Request):
     return _languages(request)
 
 
-@router.post("/languages", include_in_schema=False)
+@router.post("/languages", **_LANGUAGES)
 async def lt_languages_post(request: Request):
     return _languages(request)
 
 
-@router.post("/detect", summary="Detect language (LibreTranslate compatible)")
+@router.post(
+    "/detect",
+    summary="Detect language (LibreTranslate compatible)",
+    responses={200: {"model": list[LTDetected]}, **LT_DETECT_ERRORS},
+    openapi_extra=request_body(LTDetectRequest),
+)
 async def lt_detect(request: Request):
     st = request.app.state.lsmt
-    fields = await authenticated_fields(request)
-    q = fields.get("q")
-    if not isinstance(q, str) or not q.strip():
+    req = parse_fields(LTDetectRequest, await authenticated_fields(request))
+    if not req.q.strip():
         raise bad_request("empty_text", "Field 'q' must be a non-empty string.", parameter="q")
-    st.service.validate_texts([q])  # length, valid Unicode: the rules of /v1/translate
+    st.service.validate_texts([req.q])  # length, valid Unicode: the rules of /v1/translate
     return JSONResponse(
         [
             {"confidence": round(100 * c, 2), "language": lang}
-            for lang, c in st.service.detect_any(q)
+            for lang, c in st.service.detect_any(req.q)
         ]
     )

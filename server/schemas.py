@@ -1,14 +1,28 @@
-"""Request and response models of the ``/v1`` API (they also drive the OpenAPI docs).
+"""Request and response models of the ``/v1`` API and of the LibreTranslate-compatible
+endpoints (they also drive the OpenAPI document).
 
 Ranges that depend on settings (beam size, alternatives, max length, sizes) are checked by the
-service so the error can name the configured limits.
+service so the error can name the configured limits; ``server.openapi`` writes the configured
+ranges into the document.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict
+
+
+def _not_a_bool(value: Any) -> Any:
+    if isinstance(value, bool):  # Python's bool is an int: say no before pydantic says yes
+        raise ValueError("must be an integer, not a boolean")
+    return value
+
+
+# /v1 takes JSON numbers only: a boolean or "2" is not a beam size.
+JsonInt = Annotated[int, Strict()]
+# LibreTranslate clients send forms, where every value is text: "2" is 2, a boolean is not.
+FormInt = Annotated[int, BeforeValidator(_not_a_bool)]
 
 
 class TranslateRequest(BaseModel):
@@ -30,9 +44,9 @@ class TranslateRequest(BaseModel):
     text: str | list[str] = Field(description="One text or a list of texts.")
     source: str = Field("auto", description="Source language code, or auto (per text).")
     target: str = Field(description="Target language code.")
-    beam_size: int | None = Field(None, description="Beam size (server default when omitted).")
-    num_alternatives: int = Field(0, description="Alternative translations per text.")
-    max_length: int | None = Field(None, description="Maximum tokens per translated sentence.")
+    beam_size: JsonInt | None = Field(None, description="Beam size (server default when omitted).")
+    num_alternatives: JsonInt = Field(0, description="Alternative translations per text.")
+    max_length: JsonInt | None = Field(None, description="Maximum tokens per translated sentence.")
     model: str | None = Field(None, description="Bundle name; default: first that has the route.")
 
 
@@ -89,13 +103,118 @@ class ErrorResponse(BaseModel):
     request_id: str | None = None
 
 
-ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
-    400: {"model": ErrorResponse, "description": "Bad request (language, route, parameters)."},
-    401: {"model": ErrorResponse, "description": "API key missing."},
-    403: {"model": ErrorResponse, "description": "API key invalid."},
-    413: {"model": ErrorResponse, "description": "Text or request too large."},
-    422: {"model": ErrorResponse, "description": "Body does not match the schema."},
-    429: {"model": ErrorResponse, "description": "Queue full; see Retry-After."},
-    503: {"model": ErrorResponse, "description": "Engine unavailable; see Retry-After."},
-    504: {"model": ErrorResponse, "description": "Timed out."},
+class HealthResponse(BaseModel):
+    status: Literal["ok"]
+    uptime_s: float
+
+
+class WarmupState(BaseModel):
+    done: bool
+    routes: list[str]
+    errors: dict[str, str]
+
+
+class ReadinessResponse(BaseModel):
+    status: Literal["ready", "degraded", "not_ready"]
+    ready: bool = Field(description="False (and status 503) until bundles and warm-up are OK.")
+    problems: list[str]
+    bundles: dict[str, str]
+    warmup: WarmupState
+    failed_engines: dict[str, str | None]
+    damaged_files: dict[str, dict[str, str]]
+
+
+# LibreTranslate-compatible endpoints -------------------------------------------------------
+
+
+class LTTranslateRequest(BaseModel):
+    """Body of ``POST /translate``, as JSON or as a form (where ``q`` may repeat)."""
+
+    model_config = ConfigDict(
+        extra="ignore",  # LibreTranslate ignores fields it does not know; so do we
+        json_schema_extra={
+            "examples": [{"q": "Hello world.", "source": "en", "target": "de", "format": "text"}]
+        },
+    )
+
+    q: str | list[str] = Field(description="Text, or list of texts, to translate.")
+    source: str = Field("auto", description="Source language code, or auto.")
+    target: str = Field(description="Target language code.")
+    format: Literal["text", "html"] = Field(
+        "text", description="html: translate the text nodes, keep tags as they are."
+    )
+    alternatives: FormInt = Field(0, ge=0, description="Alternative translations per text.")
+    api_key: str | None = Field(None, description="API key (or send it in a header).")
+
+
+class LTDetectRequest(BaseModel):
+    """Body of ``POST /detect``, as JSON or as a form."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    q: str = Field(description="Text whose language to detect.")
+    api_key: str | None = Field(None, description="API key (or send it in a header).")
+
+
+class LTDetected(BaseModel):
+    confidence: float = Field(ge=0, le=100, description="Percent.")
+    language: str
+
+
+class LTTranslateResponse(BaseModel):
+    """A single ``q`` gets single values; a list gets lists in the same order."""
+
+    translatedText: str | list[str]  # LibreTranslate's field names (camelCase)
+    detectedLanguage: LTDetected | list[LTDetected | None] | None = Field(
+        None, description="Present when source was auto."
+    )
+    alternatives: list[str] | list[list[str]] | None = Field(
+        None, description="Present when alternatives > 0."
+    )
+
+
+class LTLanguage(BaseModel):
+    code: str
+    name: str
+    targets: list[str]
+
+
+class LTErrorResponse(BaseModel):
+    error: str = Field(description="What was wrong and what is allowed.")
+    details: ErrorBody
+    request_id: str | None = None
+
+
+def _errors(model: type[BaseModel], described: dict[int, str]) -> dict[int | str, dict[str, Any]]:
+    return {status: {"model": model, "description": d} for status, d in described.items()}
+
+
+# Failures every endpoint that reads a body can answer, before it looks at the body.
+_BODY_ERRORS = {
+    401: "API key missing.",
+    403: "API key invalid.",
+    408: "The request body stopped arriving.",
+    413: "Text or request too large.",
+    431: "Request headers too large.",
 }
+_TRANSLATE_ERRORS = {
+    400: "Bad request (language, route, parameters, malformed body).",
+    **_BODY_ERRORS,
+    429: "Queue full; see Retry-After.",
+    503: "Engine unavailable or shutting down; see Retry-After.",
+    504: "Timed out.",
+}
+ERROR_RESPONSES = _errors(
+    ErrorResponse, {**_TRANSLATE_ERRORS, 422: "Body does not match the schema."}
+)
+LT_TRANSLATE_ERRORS = _errors(
+    LTErrorResponse, {**_TRANSLATE_ERRORS, 415: "Content-Type not JSON or form."}
+)
+LT_DETECT_ERRORS = _errors(
+    LTErrorResponse,
+    {
+        400: "Bad request (missing or empty text, malformed body).",
+        **_BODY_ERRORS,
+        415: "Content-Type not JSON or form.",
+    },
+)
