@@ -39,6 +39,7 @@ from .schemas import (
     DetectedLanguage,
     HealthResponse,
     LanguagesResponse,
+    ModelsResponse,
     ReadinessResponse,
     TranslateRequest,
     TranslateResponse,
@@ -450,7 +451,7 @@ def create_app(
             auto_detect=[c for c in svc.languages if c in svc.detector.known],
         )
 
-    @app.get("/v1/models", tags=["catalogue"])
+    @app.get("/v1/models", tags=["catalogue"], responses={200: {"model": ModelsResponse}})
     async def models() -> dict[str, Any]:
         reg = st.registry
         snap = {e["key"]: e for e in reg.snapshot()}

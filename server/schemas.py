@@ -103,6 +103,41 @@ class ErrorResponse(BaseModel):
     request_id: str | None = None
 
 
+class EngineInfo(BaseModel):
+    key: str = Field(description="Engine key: one engine serves these routes.")
+    bundle: str
+    routes: list[str]
+    state: Literal["unloaded", "loading", "loaded", "host", "failed"] = Field(
+        description="host: parked in host memory (CUDA)."
+    )
+    device: str | None
+    bytes: int
+    last_used: str | None = Field(description="ISO 8601 time, UTC.")
+    load_seconds: float | None
+    loads: int
+    failures: int
+    in_flight_batches: int
+    error: str | None
+    retry_in_s: float | None = Field(description="Failed engines: time until the next try.")
+
+
+class BundleInfo(BaseModel):
+    name: str
+    languages: list[str]
+    routes: list[str]
+    engine_keys: list[str]
+    max_source_positions: int
+
+
+class ModelsResponse(BaseModel):
+    device: str
+    compute_type: str
+    budgets: dict[str, int] = Field(description="device_bytes, host_bytes.")
+    used: dict[str, int] = Field(description="device_bytes, host_bytes.")
+    bundles: list[BundleInfo]
+    engines: list[EngineInfo]
+
+
 class HealthResponse(BaseModel):
     status: Literal["ok"]
     uptime_s: float
