@@ -95,11 +95,11 @@ def export_main(argv: list[str]) -> int:
         target_vocab = {lang: saved_vocab["ids"][lang] for lang in languages}
         rule = (int(saved_vocab["min_count"]), int(saved_vocab["max_size"]))
     elif args.target_vocab_max_size:
+        from lsmt_core.tags import QUALITY_TAGS, lang_tag
+        from lsmt_core.target_vocab import select_target_vocab
         from training.tokenizer import load_frequencies
 
         from .bundle import read_pieces
-        from .tags import QUALITY_TAGS, lang_tag
-        from .vocab import select_target_vocab
 
         freqs = load_frequencies(args.tokenizer_dir or recipe.data.tokenizer)
         tok_path = meta.tokenizer_model_path()

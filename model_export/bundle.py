@@ -3,7 +3,7 @@
 Numpy only: the server imports this without torch.
 
     bundle/
-      manifest.json                    (model_export.manifest.Manifest)
+      manifest.json                    (lsmt_core.manifest.Manifest)
       tokenizer/spm.model
       modules/shared.safetensors
       modules/src/<lang>.safetensors   (only when some weights are source-indexed)
@@ -23,9 +23,10 @@ import numpy as np
 from pydantic import ValidationError
 from safetensors.numpy import load, save_file
 
-from .manifest import Architecture, FileDigest, Fusion, Index, Manifest, VocabSlice
+from lsmt_core.manifest import Architecture, FileDigest, Fusion, Index, Manifest, VocabSlice
+from lsmt_core.tags import tag_source
+
 from .storage import decode
-from .tags import tag_source
 
 Weights = dict[str, np.ndarray]
 EMBEDDING = "embed_tokens.weight"

@@ -9,8 +9,9 @@ import ctranslate2
 import numpy as np
 from ctranslate2.specs import common_spec, transformer_spec
 
+from lsmt_core.positions import sinusoid_table
+
 from .bundle import DECODER_EMBEDDING, EMBEDDING, OUTPUT_PROJECTION, DenseModel
-from .positions import sinusoid_table
 
 ACTIVATIONS = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU}
 # Quantizations a saved model may carry; others (e.g. "auto") are chosen at load time.

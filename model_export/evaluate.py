@@ -46,7 +46,8 @@ def evaluate_bundle(
     threads: int = 2,
     langid: bool = True,
 ) -> dict[str, Any]:
-    from training.evaluate import LanguageIdentifier, averages, bleu_tokenize, score
+    from lsmt_core.langid import LanguageIdentifier
+    from lsmt_core.scoring import averages, bleu_tokenize, score
     from training.tokenizer import Tokenizer
 
     tokenizer = Tokenizer(bundle.tokenizer_path)
@@ -96,8 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path)
     args = p.parse_args(argv)
 
+    from lsmt_core.scoring import format_table
     from training.data import load_split
-    from training.evaluate import format_table
 
     bundle = load_bundle(args.bundle)
     wanted = bundle.routes

@@ -7,8 +7,16 @@ from typing import Any
 
 import numpy as np
 
+from lsmt_core.manifest import (
+    Architecture,
+    Manifest,
+    TargetVocab,
+    TokenizerInfo,
+    VocabSlice,
+    WeightGroup,
+)
+
 from .bundle import Weights, module_name, write_bundle
-from .manifest import Architecture, Manifest, TargetVocab, TokenizerInfo, VocabSlice, WeightGroup
 from .storage import encode
 
 

@@ -150,7 +150,7 @@ def build_card(bundle: Path, curve: Path) -> str:
         "language, verse-aligned; whole books held out: test = Acts (book "
         f"{corpus['build_args']['test_book']}), dev = Romans (book "
         f"{corpus['build_args']['dev_book']}), train = the other books. Only editions recorded "
-        "as public domain in `training/data/languages.py` were used (the corpus was built with "
+        "as public domain in `lsmt_core/languages.py` were used (the corpus was built with "
         f"`--public-domain-only`: {bool(corpus['build_args'].get('public_domain_only'))}).",
         "",
         "| language | edition | licence | train segments | test segments |",

@@ -13,9 +13,9 @@ from typing import Any
 
 import sentencepiece as spm
 
-from model_export.tags import QUALITY_TAGS, lang_tag
-from training.data.clean import normalize_text
-from training.data.languages import LANGUAGE_EDITIONS
+from lsmt_core.languages import LANGUAGE_EDITIONS
+from lsmt_core.tags import QUALITY_TAGS, lang_tag
+from lsmt_core.text import normalize_text
 
 
 def language_name(code: str) -> str:

@@ -14,13 +14,15 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from lsmt_core.langid import LanguageDetector
+
 from .batching import Batcher, DecodeOptions, Hypothesis, Job, QueueFull, ShuttingDown
 from .bundles import ServedBundle
 from .engines import EngineRegistry, EngineUnavailable
 from .errors import ApiError, bad_request, shutting_down, too_large
 from .metrics import Metrics
 from .settings import Settings
-from .text import LanguageDetector, join_text, sentences_of, split_text
+from .text import join_text, sentences_of, split_text
 
 AUTO = "auto"
 INLINE_PREP_CHARS = 2000  # larger requests are prepared in a worker thread

@@ -15,7 +15,6 @@ with nothing when the target language writes without spaces (zh, ja, th, lo, km,
 
 from __future__ import annotations
 
-import copy
 import re
 import threading
 from dataclasses import dataclass
@@ -145,35 +144,3 @@ def join_text(lines: list[Line], translated: list[str], target: str) -> str:
         i += n
         out.append(ln.lead + joined + ln.trail + ln.newline)
     return "".join(out)
-
-
-class LanguageDetector:
-    """py3langid restricted to candidate languages, one restricted copy per candidate set."""
-
-    def __init__(self) -> None:
-        from py3langid.langid import MODEL_FILE, LanguageIdentifier
-
-        self._full = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
-        self.known = frozenset(self._full.labels)
-        self._by_set: dict[frozenset[str], object] = {}
-        self._lock = threading.Lock()
-
-    def _identifier(self, langs: frozenset[str]):
-        with self._lock:
-            ident = self._by_set.get(langs)
-            if ident is None:
-                ident = copy.copy(self._full)
-                ident.set_languages(sorted(langs))
-                self._by_set[langs] = ident
-            return ident
-
-    def detect(self, text: str, candidates: frozenset[str] | set[str]) -> tuple[str, float]:
-        """Most likely language among ``candidates`` (those py3langid knows) and its
-        probability. With one candidate it is returned with confidence 1."""
-        langs = frozenset(c for c in candidates if c in self.known)
-        if not langs:
-            raise ValueError("none of the candidate languages is known to the detector")
-        if len(langs) == 1:
-            return next(iter(langs)), 1.0
-        lang, conf = self._identifier(langs).classify(text)
-        return lang, float(conf)

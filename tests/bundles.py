@@ -52,7 +52,7 @@ class TinyBundle:
 
 
 def train_tokenizer(verses: dict[str, list[str]], out: Path, vocab_size: int = 600) -> Path:
-    from model_export.tags import QUALITY_TAGS, lang_tag
+    from lsmt_core.tags import QUALITY_TAGS, lang_tag
 
     out.mkdir(parents=True, exist_ok=True)
     text = out / "text.txt"
@@ -96,7 +96,7 @@ def train_tiny_model(
 def _train(model_cfg, verses, sp, routes, steps, seed):
     import torch
 
-    from model_export.tags import tag_source
+    from lsmt_core.tags import tag_source
     from training.model import ModelConfig, Route, build_model
 
     torch.manual_seed(seed)

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from lsmt_core.languages import LANGUAGE_EDITIONS, SUPPORTED_LANGUAGES
 from training.data import clean, directions, load_split, read_stats
 from training.data.bible import BibleDB
 from training.data.corpus import verify_disjoint
 from training.data.formats import CorpusFormatError, load_ids, mono_path, pair_paths, read_lines
 from training.data.importer import import_pairs, read_moses, read_tsv
-from training.data.languages import LANGUAGE_EDITIONS, SUPPORTED_LANGUAGES
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL_CORPUS_LANGUAGES = ("de", "en", "zh")  # as built by the small_corpus fixture

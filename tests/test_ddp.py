@@ -13,8 +13,9 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from lsmt_core.tags import BOS_ID, EOS_ID, PAD_ID
 from tests.test_training import toy_data  # noqa: F401  (fixture)
-from training.batching import BOS_ID, EOS_ID, PAD_ID, Batch
+from training.batching import Batch
 from training.checkpoint import load_checkpoint
 from training.model import ModelConfig, Route, build_model
 from training.train import train_step

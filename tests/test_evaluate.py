@@ -8,15 +8,10 @@ import pytest
 import sacrebleu
 import torch
 
+from lsmt_core.langid import LanguageIdentifier
+from lsmt_core.scoring import averages, bleu_tokenize, category, score
 from tests.test_training import tiny_run, toy_data  # noqa: F401  (fixtures)
 from training.data import load_split
-from training.evaluate import (
-    LanguageIdentifier,
-    averages,
-    bleu_tokenize,
-    category,
-    score,
-)
 from training.evaluate import main as evaluate_main
 from training.model import Route
 

@@ -8,10 +8,10 @@ import shutil
 import numpy as np
 import pytest
 
+from lsmt_core.target_vocab import select_target_vocab
 from model_export.bundle import BundleError, load_bundle
 from model_export.ct2 import load_translator, save_engine
 from model_export.from_torch import export_bundle
-from model_export.vocab import select_target_vocab
 from tests.bundles import TinyBundle, make_tiny_bundle
 
 LANGS = ("de", "en", "fr")

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from training.batching import BOS_ID, EOS_ID, PAD_ID, Batch
+from lsmt_core.tags import BOS_ID, EOS_ID, PAD_ID
+from training.batching import Batch
 from training.checkpoint import load_checkpoint, save_checkpoint
 from training.lsl import main as lsl_main
 from training.lsl import parameter_counts

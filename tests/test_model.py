@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from training.batching import BOS_ID, EOS_ID, PAD_ID, Batch
+from lsmt_core.tags import BOS_ID, EOS_ID, PAD_ID
+from training.batching import Batch
 from training.checkpoint import init_from_checkpoint
 from training.model import ModelConfig, Route, build_model
 from training.search import beam_search, greedy_search

@@ -6,17 +6,12 @@ import json
 
 import pytest
 
+from lsmt_core.languages import SUPPORTED_LANGUAGES
+from lsmt_core.tags import BOS_ID, EOS_ID, PAD_ID, QUALITY_TAGS, UNK_ID, lang_tag
 from training.data import load_split, mono_path
 from training.data.formats import read_lines
-from training.data.languages import SUPPORTED_LANGUAGES
 from training.tokenizer import (
-    BOS_ID,
-    EOS_ID,
-    PAD_ID,
-    QUALITY_TAGS,
-    UNK_ID,
     Tokenizer,
-    lang_tag,
     lang_tag_id,
     load_frequencies,
     piece_frequencies,

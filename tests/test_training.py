@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from model_export.tags import TagScheme, tag_source
+from lsmt_core.tags import TagScheme, tag_source
 from training.batching import (
     EOS_ID,
     PAD_ID,

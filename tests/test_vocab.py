@@ -11,8 +11,9 @@ import pytest
 import sentencepiece as spm
 import torch
 
-from model_export.vocab import character_counts, is_byte_piece, select_target_vocab
-from training.batching import PAD_ID, SourceEncoder, encode_corpus
+from lsmt_core.tags import PAD_ID
+from lsmt_core.target_vocab import character_counts, is_byte_piece, select_target_vocab
+from training.batching import SourceEncoder, encode_corpus
 from training.checkpoint import load_checkpoint
 from training.data import load_split
 from training.model import Route

@@ -1,7 +1,7 @@
 """From text pairs to homogeneous, token-budgeted batches.
 
 - :class:`SourceEncoder` turns a source sentence into model ids through
-  :func:`model_export.tags.tag_source` (the one place that places language tags), so training,
+  :func:`lsmt_core.tags.tag_source` (the one place that places language tags), so training,
   export and serving build identical inputs. Target side: decoder input = [BOS] + ids, gold =
   ids + [EOS].
 - :class:`RouteData` holds one direction's tokenized pairs as flat arrays.
@@ -22,12 +22,9 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from model_export.tags import TagScheme, tag_source
+from lsmt_core.routes import Route, route_key
+from lsmt_core.tags import BOS_ID, EOS_ID, PAD_ID, UNK_ID, TagScheme, tag_source
 
-from .model import Route
-from .recipe import route_key
-
-PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 _SENTINEL = "\u2063SENTENCE\u2063"
 
 

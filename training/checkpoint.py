@@ -40,10 +40,11 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-from model_export.tags import TagScheme
+from lsmt_core.routes import Route, parse_route, route_key
+from lsmt_core.tags import TagScheme
 
-from .model import ModelConfig, Route, Seq2SeqTransformer, build_model
-from .recipe import Recipe, parse_route, recipe_from_dict, resolve_path, route_key
+from .model import ModelConfig, Seq2SeqTransformer, build_model
+from .recipe import Recipe, recipe_from_dict, resolve_path
 
 CHECKPOINT_FORMAT = 1
 KIND = "lsmt-checkpoint"

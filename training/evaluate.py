@@ -27,15 +27,15 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from sacrebleu.metrics import BLEU, CHRF
+
+from lsmt_core.langid import LanguageIdentifier
+from lsmt_core.routes import Route, parse_route, route_key
+from lsmt_core.scoring import averages, bleu_tokenize, format_table, score
 
 from .batching import SourceEncoder, TokenizerLike
-from .model import Route, Seq2SeqTransformer
-from .recipe import parse_route, resolve_path, route_key
+from .model import Seq2SeqTransformer
+from .recipe import resolve_path
 from .search import beam_search, greedy_search, output_mask
-
-PIVOT = "en"
-
 
 # -- decoding ------------------------------------------------------------------------------------
 
@@ -122,77 +122,6 @@ def translate(
     return [tokenizer.decode_ids(x) for x in ids]
 
 
-# -- scoring -------------------------------------------------------------------------------------
-
-
-def bleu_tokenize(lang: str) -> str:
-    return {"zh": "zh", "ja": "char"}.get(lang, "13a")
-
-
-def score(hyps: Sequence[str], refs: Sequence[str], tgt_lang: str) -> dict[str, float]:
-    """Corpus chrF and BLEU (sacreBLEU) of ``hyps`` against one reference each."""
-    if len(hyps) != len(refs):
-        raise ValueError(f"{len(hyps)} hypotheses but {len(refs)} references")
-    tok = bleu_tokenize(tgt_lang)
-    return {
-        "chrf": CHRF().corpus_score(list(hyps), [list(refs)]).score,
-        "bleu": BLEU(tokenize=tok).corpus_score(list(hyps), [list(refs)]).score,
-    }
-
-
-class LanguageIdentifier:
-    """py3langid restricted to a language set; ``off_target_rate`` for a target language."""
-
-    def __init__(self, languages: Sequence[str]):
-        from py3langid.langid import MODEL_FILE
-        from py3langid.langid import LanguageIdentifier as _LID
-
-        self._lid = _LID.from_model_file(MODEL_FILE, norm_probs=False)
-        supported = set(self._lid.labels)
-        self.languages = sorted(set(languages) & supported)
-        self.unsupported = sorted(set(languages) - supported)
-        self._lid.set_languages(self.languages)
-
-    def classify(self, text: str) -> str | None:
-        if not text.strip():
-            return None
-        return self._lid.classify(text)[0]
-
-    def off_target_rate(self, hyps: Sequence[str], tgt_lang: str) -> float | None:
-        if tgt_lang not in self.languages or not hyps:
-            return None
-        return sum(self.classify(h) != tgt_lang for h in hyps) / len(hyps)
-
-
-def category(route: Route) -> str:
-    if route.tgt == PIVOT:
-        return "x->en"
-    if route.src == PIVOT:
-        return "en->x"
-    return "non-en"
-
-
-_AVG_FIELDS = ("chrf", "bleu", "copy_chrf", "copy_bleu", "off_target")
-
-
-def averages(directions: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Unweighted means per category (x->en, en->x, non-en) and over all directions."""
-    groups: dict[str, list[dict[str, Any]]] = {"x->en": [], "en->x": [], "non-en": [], "all": []}
-    for key, res in directions.items():
-        groups[category(parse_route(key))].append(res)
-        groups["all"].append(res)
-    out: dict[str, dict[str, Any]] = {}
-    for name, rows in groups.items():
-        if not rows:
-            continue
-        avg: dict[str, Any] = {"directions": len(rows)}
-        for f in _AVG_FIELDS:
-            vals = [r[f] for r in rows if r.get(f) is not None]
-            avg[f] = sum(vals) / len(vals) if vals else None
-        out[name] = avg
-    return out
-
-
 def evaluate_pairs(
     model: Seq2SeqTransformer,
     tokenizer: TokenizerLike,
@@ -245,26 +174,6 @@ def evaluate_pairs(
     if bar:
         bar.close()
     return {"directions": directions, "averages": averages(directions)}
-
-
-def format_table(results: dict[str, Any]) -> str:
-    def f(x: Any, fmt: str = "{:6.2f}") -> str:
-        return "     -" if x is None else fmt.format(x)
-
-    head = f"{'direction':<10} {'n':>5} {'chrF':>6} {'BLEU':>6} {'copy':>6} {'offtgt':>6}"
-    lines = [head, "-" * len(head)]
-    for key, r in results["directions"].items():
-        lines.append(
-            f"{key:<10} {r['sentences']:>5} {f(r['chrf'])} {f(r['bleu'])} "
-            f"{f(r.get('copy_chrf'))} {f(r.get('off_target'), '{:6.1%}')}"
-        )
-    lines.append("-" * len(head))
-    for name, a in results["averages"].items():
-        lines.append(
-            f"{'avg ' + name:<10} {a['directions']:>5} {f(a['chrf'])} {f(a['bleu'])} "
-            f"{f(a.get('copy_chrf'))} {f(a.get('off_target'), '{:6.1%}')}"
-        )
-    return "\n".join(lines)
 
 
 # -- CLI -----------------------------------------------------------------------------------------

@@ -18,7 +18,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .model import ModelConfig, Route
+from lsmt_core.routes import Route, parse_route, route_key
+
+from .model import ModelConfig
 from .vocab import TargetVocabConfig
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -134,17 +136,6 @@ class Recipe(_Strict):
         if not chosen:
             raise RecipeError(f"no corpus direction among languages {sorted(langs or [])}")
         return sorted(chosen, key=route_key)
-
-
-def parse_route(text: str) -> Route:
-    parts = text.split("-")
-    if len(parts) != 2 or not all(parts) or parts[0] == parts[1]:
-        raise ValueError(f"route {text!r} is not of the form 'src-tgt' (e.g. 'de-en')")
-    return Route(parts[0], parts[1])
-
-
-def route_key(route: Route) -> str:
-    return f"{route.src}-{route.tgt}"
 
 
 def resolve_path(path: Path | str) -> Path:

@@ -36,24 +36,26 @@ from pathlib import Path
 
 import sentencepiece as spm
 
-from training.data.clean import normalize_text
+from lsmt_core.languages import SUPPORTED_LANGUAGES
+from lsmt_core.tags import (
+    BOS_ID,
+    BOS_PIECE,
+    EOS_ID,
+    EOS_PIECE,
+    PAD_ID,
+    PAD_PIECE,
+    QUALITY_TAGS,
+    UNK_ID,
+    UNK_PIECE,
+    lang_tag,
+)
+from lsmt_core.text import normalize_text
 from training.data.formats import languages as corpus_languages
 from training.data.formats import mono_path, read_lines
-from training.data.languages import SUPPORTED_LANGUAGES
 
-PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
-PAD_PIECE, UNK_PIECE, BOS_PIECE, EOS_PIECE = "<pad>", "<unk>", "<s>", "</s>"
-QUALITY_TAGS: tuple[str, ...] = ("<HQ>", "<LQ>")
 FORMAT = "lsmt-spm/1"
 MODEL_FILE, VOCAB_FILE = "spm.model", "spm.vocab"
 FREQUENCIES_FILE, INFO_FILE = "frequencies.json", "tokenizer.json"
-
-
-def lang_tag(lang: str) -> str:
-    """``"de"`` -> ``"<2de>"``."""
-    if not (2 <= len(lang) <= 3 and lang.isascii() and lang.isalpha() and lang.islower()):
-        raise ValueError(f"invalid language code {lang!r}")
-    return f"<2{lang}>"
 
 
 LANG_TAGS: tuple[str, ...] = tuple(lang_tag(lang) for lang in SUPPORTED_LANGUAGES)

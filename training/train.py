@@ -53,7 +53,9 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-from .batching import PAD_ID, Batch, RouteSampler, SourceEncoder, encode_corpus
+from lsmt_core.tags import PAD_ID
+
+from .batching import Batch, RouteSampler, SourceEncoder, encode_corpus
 from .checkpoint import (
     build_checkpoint,
     capture_rng_state,
@@ -583,7 +585,9 @@ class Trainer:
             return None
         record = None
         if self.dist.is_main:
-            from .evaluate import LanguageIdentifier, evaluate_pairs
+            from lsmt_core.langid import LanguageIdentifier
+
+            from .evaluate import evaluate_pairs
 
             if not hasattr(self, "_lid"):
                 self._lid = LanguageIdentifier(self.languages)

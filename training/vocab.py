@@ -2,7 +2,7 @@
 
 For each target language, a vocabulary of the shared SentencePiece model is chosen from the
 tokenizer's per-language piece frequencies (``frequencies.json``) by
-:func:`model_export.vocab.select_target_vocab`: pieces seen >= K times, at most N of them,
+:func:`lsmt_core.target_vocab.select_target_vocab`: pieces seen >= K times, at most N of them,
 always with the specials, tags, the characters of the language and the byte-fallback pieces.
 
 Train-time filtering ("train-time BPE filtering" in the paper): the target side of every
@@ -39,8 +39,8 @@ from typing import Any
 import sentencepiece as spm
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from model_export.tags import QUALITY_TAGS, lang_tag
-from model_export.vocab import select_target_vocab
+from lsmt_core.tags import QUALITY_TAGS, lang_tag
+from lsmt_core.target_vocab import select_target_vocab
 
 # SentencePiece ModelProto: field 1 = repeated SentencePiece {1: piece, 2: score, 3: type}
 _NORMAL, _UNUSED = 1, 5

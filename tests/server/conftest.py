@@ -32,10 +32,8 @@ def _source_hash() -> str:
     # What decides the bundle on disk: its format (manifest, tags), the exporter and the
     # recipe in tests/bundles.py. Training internals are covered by the parity tests.
     files = [ROOT / "tests" / "bundles.py"]
-    files += [
-        ROOT / "model_export" / f
-        for f in ("manifest.py", "tags.py", "from_torch.py", "storage.py", "bundle.py")
-    ]
+    files += [ROOT / "lsmt_core" / f for f in ("manifest.py", "tags.py")]
+    files += [ROOT / "model_export" / f for f in ("from_torch.py", "storage.py", "bundle.py")]
     for f in files:
         h.update(f.relative_to(ROOT).as_posix().encode())
         h.update(f.read_bytes())

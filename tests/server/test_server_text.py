@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from server.text import LanguageDetector, join_text, sentences_of, simple_split, split_text
+from lsmt_core.langid import LanguageDetector
+from server.text import join_text, sentences_of, simple_split, split_text
 
 
 def test_simple_split_latin_and_cjk():

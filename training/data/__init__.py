@@ -21,7 +21,7 @@ from training.data.formats import (
     pair_paths,
     read_stats,
 )
-from training.data.languages import (
+from lsmt_core.languages import (
     DEFAULT_LANGUAGES,
     DEV_BOOK,
     LANGUAGE_EDITIONS,

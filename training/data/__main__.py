@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from training.data.formats import CorpusFormatError, read_stats
-from training.data.languages import DEFAULT_LANGUAGES, DEV_BOOK, LANGUAGE_EDITIONS, TEST_BOOK
+from lsmt_core.languages import DEFAULT_LANGUAGES, DEV_BOOK, LANGUAGE_EDITIONS, TEST_BOOK
 
 
 def _csv(value: str) -> list[str]:

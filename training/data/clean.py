@@ -22,6 +22,8 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from lsmt_core.text import INVISIBLE_RE, collapse_whitespace
+
 # --------------------------------------------------------------------------------------------
 # Counters
 
@@ -99,18 +101,9 @@ def rule_unicode_nfc(text: str, ctx: VerseContext) -> str:
     return unicodedata.normalize("NFC", text)
 
 
-# Bidi marks/embeddings (Arabic edition has 3,328 verses with U+200E/U+200F), zero-width
-# space, BOM, soft hyphen and C0/C1 controls other than whitespace. ZWJ/ZWNJ (U+200C/D) are
-# kept: they are orthographic in Persian, Hindi and Bengali.
-_INVISIBLE_RE = re.compile(
-    "[\u00ad\u200b\u200e\u200f\u202a-\u202e\u2060\u2066-\u2069\ufeff"
-    "\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]"
-)
-
-
 def rule_invisible_chars(text: str, ctx: VerseContext) -> str:
     """Remove bidi marks, zero-width spaces, BOMs, soft hyphens and control characters."""
-    return _INVISIBLE_RE.sub("", text)
+    return INVISIBLE_RE.sub("", text)
 
 
 def rule_quotes_and_escapes(text: str, ctx: VerseContext) -> str:
@@ -232,21 +225,8 @@ def rule_orthography(text: str, ctx: VerseContext) -> str:
     return text
 
 
-# Characters of scripts written without spaces (Han, kana, CJK punctuation, full-width forms).
-_CJK = "\u3000-\u303f\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef"
-_CJK_SPACE_RE = re.compile(rf"(?<=[{_CJK}“”‘’])\s+|\s+(?=[{_CJK}“”‘’])")
-_SPACE_RE = re.compile(r"\s+")
 _SPACE_IN_PARENS_RE = re.compile(r"(?<=[(（])\s+|\s+(?=[)）])")
 _SPACE_BEFORE_PUNCT_RE = re.compile(r"\s+(?=[,.](?:\s|$))")
-UNSPACED_LANGUAGES = frozenset({"zh", "ja"})
-
-
-def collapse_whitespace(text: str, lang: str = "") -> str:
-    """Runs of whitespace -> one space, ends stripped; for zh/ja no spaces next to CJK."""
-    text = _SPACE_RE.sub(" ", text).strip()
-    if lang in UNSPACED_LANGUAGES:
-        text = _CJK_SPACE_RE.sub("", text)
-    return text
 
 
 def rule_whitespace(text: str, ctx: VerseContext) -> str:
@@ -280,14 +260,6 @@ CROSS_LANGUAGE_RULES = ("copied_text", "length_ratio")
 ALL_RULES: tuple[str, ...] = (
     RAW_DROP_RULES + tuple(name for name, _ in TEXT_RULES) + DROP_RULES + CROSS_LANGUAGE_RULES
 )
-
-
-def normalize_text(text: str, lang: str | None = None) -> str:
-    """The Unicode/whitespace part of cleaning, for text that is not from ``bible.db`` (user
-    corpora, server input): NFC, invisible characters removed, whitespace collapsed (and, for
-    zh/ja, removed next to CJK characters)."""
-    text = _INVISIBLE_RE.sub("", unicodedata.normalize("NFC", text))
-    return collapse_whitespace(text, lang or "")
 
 
 def clean_text(

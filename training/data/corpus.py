@@ -26,7 +26,7 @@ from training.data.formats import (
     write_manifest,
     write_pairs,
 )
-from training.data.languages import (
+from lsmt_core.languages import (
     DEFAULT_LANGUAGES,
     DEV_BOOK,
     LANGUAGE_EDITIONS,

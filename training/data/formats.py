@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from training.data.languages import SPLITS, SUPPORTED_LANGUAGES
+from lsmt_core.languages import SPLITS, SUPPORTED_LANGUAGES
 
 Direction = tuple[str, str]
 

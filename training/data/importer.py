@@ -23,7 +23,8 @@ from training.data.formats import (
     write_manifest,
     write_pairs,
 )
-from training.data.languages import SPLITS, SUPPORTED_LANGUAGES
+from lsmt_core.languages import SPLITS, SUPPORTED_LANGUAGES
+from lsmt_core.text import normalize_text
 
 
 def _read_text(path: Path) -> list[str]:
@@ -111,7 +112,7 @@ def import_pairs(
     ids: list[str] = []
     seen: set[tuple[str, str]] = set()
     for n, (s, t) in enumerate(pairs, 1):
-        s, t = clean.normalize_text(s, src_lang), clean.normalize_text(t, tgt_lang)
+        s, t = normalize_text(s, src_lang), normalize_text(t, tgt_lang)
         if not clean.has_content(s) or not clean.has_content(t):
             counts["empty"] += 1
         elif max_chars is not None and (len(s) > max_chars or len(t) > max_chars):

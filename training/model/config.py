@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from model_export.tags import TagScheme
+from lsmt_core.tags import TagScheme
 
 
 class LanguageSpecificConfig(BaseModel):

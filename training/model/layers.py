@@ -8,25 +8,12 @@ it for the batch's route with :func:`resolve`. Parameter names then read
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Literal
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-Index = Literal["src", "tgt"]
-
-
-@dataclass(frozen=True)
-class Route:
-    """A translation direction; every batch is homogeneous in its route."""
-
-    src: str
-    tgt: str
-
-    def lang(self, index: Index) -> str:
-        return self.src if index == "src" else self.tgt
+from lsmt_core.routes import Index, Route
 
 
 class LanguageSpecific(nn.Module):

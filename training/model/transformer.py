@@ -13,7 +13,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from model_export.positions import sinusoid_table
+from lsmt_core.positions import sinusoid_table
 
 from .config import ModelConfig
 from .layers import (

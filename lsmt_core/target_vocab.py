@@ -10,7 +10,8 @@ spellable once longer pieces are filtered out), and the byte-fallback pieces ``<
 
 from __future__ import annotations
 
-SPECIAL_PIECES = ("<pad>", "<unk>", "<s>", "</s>")
+from .tags import SPECIAL_PIECES
+
 WORD_BOUNDARY = "▁"
 
 

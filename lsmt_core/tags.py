@@ -1,11 +1,15 @@
-"""How source sentences are tagged with languages. Shared by training and serving (no torch)."""
+"""Reserved symbols and how a source sentence is tagged: the special pieces and their ids,
+language and quality tags. One definition for the tokenizer, training, export and serving."""
 
 from __future__ import annotations
 
 from enum import StrEnum
 
-EOS_PIECE = "</s>"
-QUALITY_TAGS = ("<HQ>", "<LQ>")
+# Every vocabulary starts with these four pieces, in this order (SentencePiece is trained so).
+PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
+PAD_PIECE, UNK_PIECE, BOS_PIECE, EOS_PIECE = "<pad>", "<unk>", "<s>", "</s>"
+SPECIAL_PIECES = (PAD_PIECE, UNK_PIECE, BOS_PIECE, EOS_PIECE)
+QUALITY_TAGS: tuple[str, ...] = ("<HQ>", "<LQ>")
 
 
 class TagScheme(StrEnum):
@@ -22,7 +26,9 @@ class TagScheme(StrEnum):
 
 
 def lang_tag(lang: str) -> str:
-    """The reserved single-piece symbol naming a language, e.g. ``<2fr>``."""
+    """The reserved single-piece symbol naming a language: ``"fr"`` -> ``"<2fr>"``."""
+    if not (2 <= len(lang) <= 3 and lang.isascii() and lang.isalpha() and lang.islower()):
+        raise ValueError(f"invalid language code {lang!r}")
     return f"<2{lang}>"
 
 

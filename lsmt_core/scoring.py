@@ -1,0 +1,76 @@
+"""Translation quality scores (sacreBLEU chrF and BLEU) and their summaries per direction
+category; shared by checkpoint evaluation (training) and bundle evaluation (no torch)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .languages import PIVOT_LANGUAGE
+from .routes import Route, parse_route
+
+
+def bleu_tokenize(lang: str) -> str:
+    return {"zh": "zh", "ja": "char"}.get(lang, "13a")
+
+
+def score(hyps: Sequence[str], refs: Sequence[str], tgt_lang: str) -> dict[str, float]:
+    """Corpus chrF and BLEU (sacreBLEU) of ``hyps`` against one reference each."""
+    if len(hyps) != len(refs):
+        raise ValueError(f"{len(hyps)} hypotheses but {len(refs)} references")
+    from sacrebleu import metrics  # the train extra; imported here so the server never needs it
+
+    tok = bleu_tokenize(tgt_lang)
+    return {
+        "chrf": metrics.CHRF().corpus_score(list(hyps), [list(refs)]).score,
+        "bleu": metrics.BLEU(tokenize=tok).corpus_score(list(hyps), [list(refs)]).score,
+    }
+
+
+def category(route: Route) -> str:
+    if route.tgt == PIVOT_LANGUAGE:
+        return "x->en"
+    if route.src == PIVOT_LANGUAGE:
+        return "en->x"
+    return "non-en"
+
+
+_AVG_FIELDS = ("chrf", "bleu", "copy_chrf", "copy_bleu", "off_target")
+
+
+def averages(directions: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Unweighted means per category (x->en, en->x, non-en) and over all directions."""
+    groups: dict[str, list[dict[str, Any]]] = {"x->en": [], "en->x": [], "non-en": [], "all": []}
+    for key, res in directions.items():
+        groups[category(parse_route(key))].append(res)
+        groups["all"].append(res)
+    out: dict[str, dict[str, Any]] = {}
+    for name, rows in groups.items():
+        if not rows:
+            continue
+        avg: dict[str, Any] = {"directions": len(rows)}
+        for f in _AVG_FIELDS:
+            vals = [r[f] for r in rows if r.get(f) is not None]
+            avg[f] = sum(vals) / len(vals) if vals else None
+        out[name] = avg
+    return out
+
+
+def format_table(results: dict[str, Any]) -> str:
+    def f(x: Any, fmt: str = "{:6.2f}") -> str:
+        return "     -" if x is None else fmt.format(x)
+
+    head = f"{'direction':<10} {'n':>5} {'chrF':>6} {'BLEU':>6} {'copy':>6} {'offtgt':>6}"
+    lines = [head, "-" * len(head)]
+    for key, r in results["directions"].items():
+        lines.append(
+            f"{key:<10} {r['sentences']:>5} {f(r['chrf'])} {f(r['bleu'])} "
+            f"{f(r.get('copy_chrf'))} {f(r.get('off_target'), '{:6.1%}')}"
+        )
+    lines.append("-" * len(head))
+    for name, a in results["averages"].items():
+        lines.append(
+            f"{'avg ' + name:<10} {a['directions']:>5} {f(a['chrf'])} {f(a['bleu'])} "
+            f"{f(a.get('copy_chrf'))} {f(a.get('off_target'), '{:6.1%}')}"
+        )
+    return "\n".join(lines)
