@@ -42,6 +42,7 @@ from .schemas import (
 from .schemas import Alternative as AltModel
 from .service import TranslationService
 from .settings import Settings
+from .web import router as web_router
 
 log = logging.getLogger("server")
 
@@ -481,4 +482,6 @@ def create_app(
         return Response(generate_latest(st.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     app.include_router(lt_router)
+    if settings.web_page:
+        app.include_router(web_router)
     return app
