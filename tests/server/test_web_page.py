@@ -11,7 +11,7 @@ import math
 import os
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import httpx
 import pytest
@@ -89,25 +89,31 @@ def api(srv) -> Iterator[httpx.Client]:
         yield c
 
 
-def _page(browser: Browser, **context) -> Iterator[Page]:
-    """A fresh context (own local storage) whose page must raise no script error and ask
-    nothing of any origin but the server's."""
-    ctx = browser.new_context(**{"viewport": {"width": 1100, "height": 800}, **context})
-    page = ctx.new_page()
-    page.set_default_timeout(20_000)
-    errors: list[str] = []
-    urls: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.on("request", lambda req: urls.append(req.url))
-    yield page
-    ctx.close()
+@pytest.fixture
+def new_page(browser) -> Iterator[Callable[..., Page]]:
+    """new_page(**context options) -> a page in a fresh context (own local storage). At the
+    end of the test: no script error was raised and nothing was asked of another origin."""
+    contexts, errors, urls = [], [], []
+
+    def make(**context) -> Page:
+        ctx = browser.new_context(**{"viewport": {"width": 1100, "height": 800}, **context})
+        contexts.append(ctx)
+        page = ctx.new_page()
+        page.set_default_timeout(20_000)
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.on("request", lambda req: urls.append(req.url))
+        return page
+
+    yield make
+    for ctx in contexts:
+        ctx.close()
     assert errors == []
     assert urls and all(u.startswith("http://127.0.0.1:") for u in urls), urls
 
 
 @pytest.fixture
-def page(browser) -> Iterator[Page]:
-    yield from _page(browser)
+def page(new_page) -> Page:
+    return new_page()
 
 
 def open_page(page: Page, server) -> Page:
@@ -216,6 +222,7 @@ def test_auto_shows_the_detected_language_and_confidence(page, srv, api):
     lang, conf = expected["detected"]["language"], expected["detected"]["confidence"]
     assert lang == "en"
     percent = math.floor(conf * 100 + 0.5)
+    expect(page.locator("#detected")).to_be_visible()
     expect(page.locator("#detected")).to_have_text(
         f"Detected language: English (en), confidence {percent}%."
     )
@@ -228,6 +235,7 @@ def test_auto_text_already_in_the_target_is_said_so(page, srv):
     page.fill("#text", DE)
     page.click("#translate")
     assert output_of(page) == DE
+    expect(page.locator("#detected")).to_be_visible()
     expect(page.locator("#detected")).to_contain_text("already in the target language")
 
 
@@ -240,6 +248,7 @@ def test_over_long_text_shows_the_apis_message(page, srv, api):
     pick(page, "en", "de")
     page.fill("#text", text)
     page.click("#translate")
+    expect(page.locator("#error")).to_be_visible()
     expect(page.locator("#error")).to_have_text(message)
     assert page.locator("#error").get_attribute("role") == "alert"
     assert page.locator("#output").text_content() == ""
@@ -254,6 +263,7 @@ def test_alternatives_when_asked(page, srv, api):
     page.click("#translate")
     expected = api_translate(api, text=EN, source="en", target="de", num_alternatives=2)
     assert output_of(page) == expected["text"]
+    expect(page.locator("#alternatives-list")).to_be_visible()
     items = page.locator("#alternatives-list li").all_text_contents()
     assert items == [a["text"] for a in expected["alternatives"]] and len(items) == 2
 
@@ -286,16 +296,15 @@ def test_swap_exchanges_languages_and_texts(page, srv):
     assert page.locator("#output").text_content() == ""
 
 
-def test_copy_button_copies_the_translation(browser, srv):
-    for page in _page(browser, permissions=["clipboard-read", "clipboard-write"]):
-        open_page(page, srv)
-        pick(page, "en", "de")
-        page.fill("#text", EN)
-        page.click("#translate")
-        translated = output_of(page)
-        page.click("#copy")
-        expect(page.locator("#copy")).to_have_text("Copied")
-        assert page.evaluate("navigator.clipboard.readText()") == translated
+def test_copy_button_copies_the_translation(new_page, srv):
+    page = open_page(new_page(permissions=["clipboard-read", "clipboard-write"]), srv)
+    pick(page, "en", "de")
+    page.fill("#text", EN)
+    page.click("#translate")
+    translated = output_of(page)
+    page.click("#copy")
+    expect(page.locator("#copy")).to_have_text("Copied")
+    assert page.evaluate("navigator.clipboard.readText()") == translated
 
 
 def test_api_key_field(page, keyed):
@@ -309,6 +318,7 @@ def test_api_key_field(page, keyed):
     pick(page, "en", "de")
     page.fill("#text", EN)
     page.click("#translate")
+    expect(page.locator("#error")).to_be_visible()
     expect(page.locator("#error")).to_have_text(missing.json()["error"]["message"])
     # The key field is shown and focused for the user.
     expect(page.locator("#api-key")).to_be_focused()
@@ -326,16 +336,37 @@ def test_api_key_field(page, keyed):
     assert page.input_value("#api-key") == KEY
 
 
-def test_phone_width_has_no_horizontal_overflow(browser, srv, tmp_path):
-    for page in _page(browser, viewport={"width": 360, "height": 740}, is_mobile=True):
-        open_page(page, srv)
-        pick(page, "en", "de")
-        page.fill("#text", EN)
-        page.click("#translate")
-        output_of(page)
-        width = page.evaluate("document.documentElement.clientWidth")
-        assert page.evaluate("document.documentElement.scrollWidth") <= width
-        for sel in ("#source", "#target", "#swap", "#text", "#output", "#translate", "#copy"):
-            box = page.locator(sel).bounding_box()
-            assert box and box["x"] >= 0 and box["x"] + box["width"] <= width, sel
-        page.screenshot(path=tmp_path / "web_page_phone.png", full_page=True)
+def test_phone_width_has_no_horizontal_overflow(new_page, srv, tmp_path):
+    page = open_page(new_page(viewport={"width": 360, "height": 740}, is_mobile=True), srv)
+    pick(page, "en", "de")
+    page.fill("#text", EN)
+    page.click("#translate")
+    output_of(page)
+    width = page.evaluate("document.documentElement.clientWidth")
+    assert width == 360
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    for sel in ("#source", "#target", "#swap", "#text", "#output", "#translate", "#copy"):
+        box = page.locator(sel).bounding_box()
+        assert box and box["x"] >= 0 and box["x"] + box["width"] <= width, sel
+    page.screenshot(path=tmp_path / "web_page_phone.png", full_page=True)
+
+
+def test_failed_engine_shows_the_apis_message_and_state(page, make_server, bundle_copy):
+    # A damaged module: its engine fails to load (503 engine_unavailable, Retry-After).
+    module = bundle_copy / "modules" / "tgt" / "fr.safetensors"
+    module.write_bytes(b"\xff" * 64 + module.read_bytes()[64:])
+    broken = make_server(bundle_dirs=[bundle_copy], load_retry_initial_s=30)
+    open_page(page, broken)
+    pick(page, "de", "fr")
+    page.fill("#text", DE)
+    page.click("#translate")
+    expect(page.locator("#error")).to_be_visible()
+    with broken.client() as c:
+        r = c.post("/v1/translate", json={"text": DE, "source": "de", "target": "fr"})
+        engines = {e["key"]: e for e in c.get("/v1/models").json()["engines"]}
+    assert r.status_code == 503 and r.json()["error"]["code"] == "engine_unavailable"
+    message = r.json()["error"]["message"]
+    shown = page.locator("#error").text_content()
+    assert shown.startswith(message) and "Try again in" in shown, (shown, message)
+    expect(page.locator("#engine [data-state]")).to_have_attribute("data-state", "failed")
+    expect(page.locator("#engine")).to_contain_text(engines["tiny:shared+tgt/fr"]["error"])
