@@ -35,6 +35,7 @@ CHROMIUM_ARGS = [
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
+    "--disable-dev-shm-usage",  # containers often have a tiny /dev/shm
 ]
 
 
@@ -160,7 +161,11 @@ def test_page_and_assets_are_served(api):
     assert api.get("/web/nothing.js").json()["error"]["code"] == "not_found"
 
 
-def test_switched_off_page_is_not_found(make_server):
+def test_switched_off_page_is_not_found(make_server, monkeypatch):
+    from server.settings import Settings
+
+    monkeypatch.setenv("LSMT_WEB_PAGE", "false")
+    assert Settings().web_page is False
     off = make_server(web_page=False)
     with off.client() as c:
         for path in ("/", "/web/app.js"):
