@@ -48,6 +48,7 @@ from .schemas import (
 from .schemas import Alternative as AltModel
 from .service import TranslationService
 from .settings import Settings
+from .web import router as web_router
 
 log = logging.getLogger("server")
 
@@ -558,5 +559,7 @@ def create_app(
         return Response(generate_latest(st.metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     app.include_router(lt_router)
+    if settings.web_page:
+        app.include_router(web_router)
     install_openapi(app, settings)
     return app

@@ -121,6 +121,9 @@ class Settings(BaseSettings):
         default_factory=list, description="Accepted API keys; empty: no authentication."
     )
 
+    # Web page.
+    web_page: bool = Field(True, description="Serve the translation page at /.")
+
     # Process.
     graceful_timeout_s: float = Field(
         30.0, ge=0, description="How long shutdown waits for in-flight requests."
