@@ -1,30 +1,92 @@
-# LSMT translation server: CTranslate2 engines on CPU (or CUDA when the host has a GPU).
-# The image holds the `serve` extra only: no torch, no training code dependencies.
-FROM python:3.11-slim-bookworm
+# syntax=docker/dockerfile:1
+# LSMT images; docs/deploy.md explains building and running them. Targets:
+#   server       CPU translation server: the `serve` extra only (no torch), default model inside
+#   server-cuda  the same server for GPU hosts (adds cuBLAS 12; the host's driver comes in at run)
+#   train        training and export: torch 2.13.0 (CPU wheel) and the `train` extra
+#   loadtest     locust with loadtests/locustfile.py (the compose `loadtest` profile)
+# tests/test_image_install.py replays the server-build and server stages in a fresh virtualenv,
+# so keep their COPY and RUN lines plain (one command each, no shell tricks).
 
+FROM python:3.11-slim-bookworm AS base
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
-    PIP_NO_CACHE_DIR=1 \
-    PIP_DISABLE_PIP_VERSION_CHECK=1
-
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_ROOT_USER_ACTION=ignore
+RUN useradd --create-home --uid 10001 --user-group lsmt
 WORKDIR /app
-RUN useradd --create-home --uid 10001 lsmt
 
+# ---------------------------------------------------------------------------------------------
+# The server's virtualenv, built from the package (not editable) and copied into `server`, so
+# sources and build leftovers stay out of the final image.
+FROM base AS server-build
+RUN python -m venv /opt/venv
+ENV PATH=/opt/venv/bin:$PATH
 COPY pyproject.toml README.md ./
+# The shared contracts, the bundle reader and the server: no training code (tests/test_layout.py).
+COPY lsmt_core ./lsmt_core
 COPY model_export ./model_export
 COPY server ./server
-# The server reads the corpus text normalisation and language table from training.data
-# (standard library only); nothing there imports torch.
-COPY training ./training
-RUN pip install '.[serve]'
+RUN --mount=type=cache,target=/root/.cache/pip pip install './[serve]'
 
-# models/default is the bundled default model (see MODEL_CARD.md); the server serves it when
-# started without a bundle directory.
-COPY models ./models
-
-USER lsmt
+# ---------------------------------------------------------------------------------------------
+FROM base AS server
+COPY --from=server-build /opt/venv /opt/venv
+# models/default is the bundled default model (MODEL_CARD.md). More bundles: mount them under
+# /models and name them in LSMT_BUNDLES (e.g. /app/models/default,/models/mine).
+COPY models/default ./models/default
+# The package lives in the venv, so the server cannot find models/ relative to its source.
+ENV PATH=/opt/venv/bin:$PATH \
+    LSMT_DEFAULT_BUNDLE_DIR=/app/models/default
+USER 10001:10001
 EXPOSE 8000
-HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
-    CMD ["python", "-c", "import urllib.request,sys; sys.exit(urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=4).status != 200)"]
-# uvicorn handles SIGTERM gracefully: stops accepting, finishes in-flight requests, exits.
+# /readyz answers 200 once every bundle is open and verified and the warm-up routes have
+# translated once (the first route of each bundle unless LSMT_WARMUP_ROUTES says otherwise);
+# 503 before. Engines load lazily, so the start period covers that warm-up, not every route.
+# --start-interval (Docker >= 25) probes often during it, so the container turns healthy soon
+# after it is ready.
+HEALTHCHECK --interval=15s --timeout=5s --start-period=120s --start-interval=2s --retries=3 \
+    CMD ["python", "-c", "import urllib.request as u; u.urlopen('http://127.0.0.1:8000/readyz', timeout=4)"]
+# SIGTERM: stop accepting, finish in-flight requests (LSMT_GRACEFUL_TIMEOUT_S, default 30 s),
+# exit 0. Give the container longer than that to stop (docker run --stop-timeout 40; compose
+# stop_grace_period).
 CMD ["python", "-m", "server", "--host", "0.0.0.0", "--port", "8000"]
+
+# ---------------------------------------------------------------------------------------------
+# GPU hosts (run with --gpus or the compose GPU override). The ctranslate2 wheel carries CUDA 12
+# (runtime linked in, built with 12.8) and opens libcublas.so.12 at run time; cuDNN is not needed
+# for text models. cuBLAS comes as NVIDIA's wheel rather than a CUDA base image because the
+# project needs Python 3.11, which the Ubuntu-based CUDA images do not ship.
+FROM server AS server-cuda
+USER 0:0
+RUN --mount=type=cache,target=/root/.cache/pip pip install nvidia-cublas-cu12==12.8.4.1
+USER 10001:10001
+ENV LD_LIBRARY_PATH=/opt/venv/lib/python3.11/site-packages/nvidia/cublas/lib \
+    NVIDIA_DRIVER_CAPABILITIES=compute,utility \
+    LSMT_DEVICE=cuda
+
+# ---------------------------------------------------------------------------------------------
+# Training and export. torch comes from PyTorch's CPU index: PyPI's Linux torch pulls gigabytes
+# of CUDA packages. Mount data/, runs/ and models/ to keep what it produces.
+FROM base AS train
+ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
+RUN --mount=type=cache,target=/root/.cache/pip \
+    pip install --index-url "${TORCH_INDEX_URL}" torch==2.13.0
+COPY pyproject.toml README.md ./
+COPY lsmt_core ./lsmt_core
+COPY model_export ./model_export
+COPY server ./server
+COPY training ./training
+COPY scripts ./scripts
+RUN --mount=type=cache,target=/root/.cache/pip pip install './[train]'
+RUN mkdir -p data runs models && chown lsmt:lsmt data runs models
+USER 10001:10001
+CMD ["python", "-m", "training.train", "--help"]
+
+# ---------------------------------------------------------------------------------------------
+FROM base AS loadtest
+# Same pin as the dev extra in pyproject.toml (tests/test_deploy.py checks).
+RUN --mount=type=cache,target=/root/.cache/pip pip install locust==2.47.0
+COPY loadtests/locustfile.py ./loadtests/
+USER 10001:10001
+EXPOSE 8089
+CMD ["locust", "-f", "loadtests/locustfile.py"]
