@@ -133,3 +133,31 @@ def load_translator(
         files=files,
     )
     return translator, len(files["model.bin"])
+
+
+def translate_pieces(
+    translator: ctranslate2.Translator,
+    sources: list[list[str]],
+    max_positions: int,
+    *,
+    beam_size: int = 1,
+    num_hypotheses: int = 1,
+    max_length: int | None = None,
+    max_batch_size: int = 0,
+) -> list:
+    """The one decoding call of an assembled engine (server, bundle evaluation, benchmarks):
+    tagged source pieces in, ``TranslationResult``s (pieces, scores) out. The decoder's
+    position table has ``max_positions`` rows and the start token takes one, so an output is
+    bounded by ``max_positions - 1`` tokens (longer would index past the table: CTranslate2
+    raises), and by ``max_length`` when given. Sources must fit ``max_positions`` already
+    (callers refuse or truncate them: that rule differs between serving and evaluation)."""
+    limit = max_positions - 1 if max_length is None else min(max_length, max_positions - 1)
+    return translator.translate_batch(
+        sources,
+        beam_size=beam_size,
+        num_hypotheses=num_hypotheses,
+        max_decoding_length=limit,
+        max_input_length=0,  # the callers bound the source length themselves
+        max_batch_size=max_batch_size,
+        return_scores=True,
+    )

@@ -4,7 +4,7 @@
         [--compute-type int8] [--max-sentences N] [--routes de-en,en-de] [--out results.json]
 
 Scores (chrF, BLEU, copy-the-source baseline, off-target rate) come from
-:mod:`training.evaluate`, so bundle and checkpoint results are directly comparable.
+:mod:`lsmt_core.scoring`, as for checkpoints, so the results are directly comparable.
 """
 
 from __future__ import annotations
@@ -17,23 +17,19 @@ from pathlib import Path
 from typing import Any
 
 from .bundle import Bundle, load_bundle
-from .ct2 import load_translator
+from .ct2 import load_translator, translate_pieces
 
 
 def translate_route(
     bundle: Bundle, translator, tokenizer, texts: list[str], src: str, tgt: str, beam: int
 ) -> list[str]:
     limit = bundle.max_source_positions - 1
-    sources = [
+    sources = [  # an over-long verse is cut (the server refuses it instead)
         bundle.source_pieces(tokenizer.encode(tokenizer.normalize(t, src)), src, tgt)[-limit:]
         for t in texts
     ]
-    results = translator.translate_batch(
-        sources,
-        beam_size=beam,
-        max_batch_size=32,
-        batch_type="examples",
-        max_decoding_length=limit,
+    results = translate_pieces(
+        translator, sources, bundle.max_source_positions, beam_size=beam, max_batch_size=32
     )
     return [tokenizer.decode_pieces(r.hypotheses[0]) for r in results]
 

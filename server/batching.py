@@ -26,6 +26,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from model_export.ct2 import translate_pieces
+
 from .bundles import ServedBundle
 from .engines import EngineRegistry, EngineUnavailable
 from .metrics import Metrics
@@ -78,15 +80,13 @@ class Job:
 def run_translate_batch(
     translator: Any, sources: list[list[str]], opts: DecodeOptions, max_positions: int
 ):
-    return translator.translate_batch(
+    return translate_pieces(
+        translator,
         sources,
+        max_positions,
         beam_size=opts.beam_size,
         num_hypotheses=opts.num_hypotheses,
-        # The decoder has a position table of max_positions rows and the start token takes
-        # one: a longer output would index past it (CTranslate2 raises).
-        max_decoding_length=min(opts.max_length, max_positions - 1),
-        max_input_length=0,  # the server enforces the position limit itself
-        return_scores=True,
+        max_length=opts.max_length,
     )
 
 
