@@ -25,7 +25,8 @@ from pathlib import Path
 import torch
 
 from training.recipe import load_recipe
-from training.train import Trainer, make_optimizer
+from training.step import make_optimizer
+from training.trainer import Trainer
 
 CONFIGS = [
     {"name": "1 thread, full softmax", "threads": 1, "restrict": False, "adam": "loop"},

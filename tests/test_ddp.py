@@ -18,7 +18,7 @@ from tests.test_training import toy_data  # noqa: F401  (fixture)
 from training.batching import Batch
 from training.checkpoint import load_checkpoint
 from training.model import ModelConfig, Route, build_model
-from training.train import train_step
+from training.step import train_step
 
 pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch.distributed unavailable")
 

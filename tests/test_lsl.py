@@ -18,7 +18,8 @@ from training.lsl import parameter_counts
 from training.model import LanguageSpecificConfig, ModelConfig, Route, build_model
 from training.model.nas import CHOICES, SearchLayer, select_architecture
 from training.recipe import load_recipe
-from training.train import Trainer, train_step
+from training.step import train_step
+from training.trainer import Trainer
 
 LANGS = ["de", "en", "fr"]
 DE_FR = Route("de", "fr")

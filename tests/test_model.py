@@ -10,7 +10,7 @@ from training.batching import Batch
 from training.checkpoint import init_from_checkpoint
 from training.model import ModelConfig, Route, build_model
 from training.search import beam_search, greedy_search
-from training.train import label_smoothed_nll, train_step
+from training.step import label_smoothed_nll, train_step
 
 LANGS = ["de", "en", "fr"]
 DE_EN = Route("de", "en")

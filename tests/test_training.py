@@ -23,8 +23,8 @@ from training.batching import (
 from training.checkpoint import load_checkpoint, load_model
 from training.model import Route
 from training.recipe import RECIPES_DIR, RecipeError, load_recipe, recipe_from_dict
-from training.train import Trainer
 from training.train import main as train_main
+from training.trainer import Trainer
 
 # -- a synthetic corpus in the documented layout ---------------------------------------------------
 
@@ -303,7 +303,7 @@ def test_resume_is_exact(toy_data, tmp_path, monkeypatch):
     import os
     import signal
 
-    import training.train as train_mod
+    import training.trainer as train_mod
 
     data, tok = toy_data
     kw = dict(accumulation=2, log_every=1, eval_every=3, eval_sentences=4, save_every=3)

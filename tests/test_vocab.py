@@ -18,8 +18,9 @@ from training.checkpoint import load_checkpoint
 from training.data import load_split
 from training.model import Route
 from training.recipe import load_recipe
+from training.step import label_smoothed_nll
 from training.tokenizer import Tokenizer, load_frequencies
-from training.train import Trainer, label_smoothed_nll
+from training.trainer import Trainer
 from training.vocab import (
     TargetVocabConfig,
     TargetVocabularies,

@@ -268,32 +268,38 @@ def encode_corpus_filtered(
     )
 
 
-def setup_training_data(trainer: Any, train_pairs: dict, max_len: int):
-    """Hook called by :class:`training.train.Trainer` when the recipe has
-    ``data.target_vocab``: builds the vocabularies (kept on ``trainer.target_vocab``) and
-    returns ``(datasets, dropped)`` for the trainer's sampler."""
+def target_vocab_datasets(
+    cfg: TargetVocabConfig,
+    tokenizer_path: Path | str,
+    languages: list[str],
+    train_pairs: dict,
+    tokenizer: Any,
+    encoder: Any,
+    *,
+    max_len: int,
+    progress: bool,
+    log: Any,
+):
+    """With ``data.target_vocab``: the vocabularies and the tokenized training data
+    ``(vocabularies, datasets, dropped)``, the target side filtered when the recipe asks."""
     from .batching import encode_corpus
 
-    cfg = trainer.recipe.data.target_vocab
-    vocabs = TargetVocabularies.from_config(cfg, trainer.tok_ref["path"], trainer.languages)
-    trainer.target_vocab = vocabs
+    vocabs = TargetVocabularies.from_config(cfg, tokenizer_path, languages)
     sizes = vocabs.sizes()
-    trainer.log(
+    log(
         f"target vocabularies (K={cfg.min_count}, N={cfg.max_size}"
         f"{', train-time filtering' if cfg.filter_training else ', recorded only'}): "
         + ", ".join(f"{lang} {n}" for lang, n in sorted(sizes.items()))
     )
     if not cfg.filter_training:
-        return encode_corpus(
-            train_pairs,
-            trainer.tokenizer,
-            trainer.encoder,
-            max_len=max_len,
-            progress=trainer.progress,
+        datasets, dropped = encode_corpus(
+            train_pairs, tokenizer, encoder, max_len=max_len, progress=progress
         )
-    return encode_corpus_filtered(
-        train_pairs, trainer.tokenizer, trainer.encoder, vocabs, max_len, trainer.progress
-    )
+    else:
+        datasets, dropped = encode_corpus_filtered(
+            train_pairs, tokenizer, encoder, vocabs, max_len, progress
+        )
+    return vocabs, datasets, dropped
 
 
 # -- statistics ----------------------------------------------------------------------------------

@@ -1,0 +1,156 @@
+"""The datasets of a run: tokenizer, training pairs per route (tokenized, target side filtered
+by per-language vocabularies when the recipe asks), the fixed dev sample and the route sampler.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lsmt_core.routes import Route, route_key
+
+from .batching import RouteData, RouteSampler, SourceEncoder, encode_corpus
+from .checkpoint import tokenizer_reference
+from .recipe import Recipe, resolve_path
+
+
+def open_tokenizer(path: Path | str):
+    from .tokenizer import Tokenizer
+
+    return Tokenizer(resolve_path(path))
+
+
+def vocab_size_of(tokenizer: Any) -> int:
+    v = tokenizer.vocab_size
+    return int(v() if callable(v) else v)
+
+
+def load_pairs(
+    data_dir: Path, split: str, routes: list[Route] | None = None
+) -> dict[Route, list[tuple[str, str]]]:
+    from .data import load_split
+
+    raw = load_split(data_dir, split)
+    pairs = {Route(s, t): rows for (s, t), rows in raw.items()}
+    if routes is None:
+        return pairs
+    return {r: pairs[r] for r in routes if r in pairs}
+
+
+def dev_sample(
+    pairs: dict[Route, list[tuple[str, str]]], n: int, seed: int
+) -> dict[Route, list[tuple[str, str]]]:
+    """A fixed random sample of ``n`` pairs per direction (order kept)."""
+    out = {}
+    for route in sorted(pairs, key=route_key):
+        rows = pairs[route]
+        if len(rows) > n:
+            rng = np.random.default_rng([seed, len(rows)])
+            keep = np.sort(rng.choice(len(rows), size=n, replace=False))
+            rows = [rows[i] for i in keep]
+        out[route] = rows
+    return out
+
+
+@dataclass
+class TrainingData:
+    tok_ref: dict[str, Any]  # the tokenizer as recorded in checkpoints
+    tokenizer: Any
+    routes: list[Route]
+    languages: list[str]
+    encoder: SourceEncoder
+    datasets: dict[str, RouteData]  # route key -> tokenized pairs
+    dev_pairs: dict[Route, list[tuple[str, str]]]
+    sampler: RouteSampler
+    stats: dict[str, dict[str, Any]]  # route key -> pairs, dropped, tokens, probability
+    target_vocab: Any = None  # training.vocab.TargetVocabularies with data.target_vocab
+
+
+def build_training_data(
+    recipe: Recipe,
+    *,
+    rank: int,
+    world_size: int,
+    pad_to_multiple: int,
+    progress: bool,
+    log: Callable[[str], None],
+) -> TrainingData:
+    """Everything the loop reads, from the recipe's ``data`` section; each rank samples
+    different batches of the same route (``rank``, ``world_size``)."""
+    t = recipe.training
+    tok_ref = tokenizer_reference(recipe.data.tokenizer)
+    tokenizer = open_tokenizer(tok_ref["path"])
+    data_dir = resolve_path(recipe.data.dir)
+    train_pairs = load_pairs(data_dir, "train")
+    routes = recipe.route_list(sorted(train_pairs, key=route_key))
+    train_pairs = {r: train_pairs[r] for r in routes}
+    if recipe.data.max_pairs_per_route:
+        train_pairs = {r: v[: recipe.data.max_pairs_per_route] for r, v in train_pairs.items()}
+    languages = sorted(
+        set(recipe.data.languages or []) | {r.src for r in routes} | {r.tgt for r in routes}
+    )
+    encoder = SourceEncoder(tokenizer, recipe.model.tag_scheme, recipe.data.quality_tag)
+    max_len = recipe.data.max_len or recipe.model.max_positions
+    target_vocab = None
+    if recipe.data.target_vocab is not None:
+        from .vocab import target_vocab_datasets
+
+        target_vocab, datasets, dropped = target_vocab_datasets(
+            recipe.data.target_vocab,
+            tok_ref["path"],
+            languages,
+            train_pairs,
+            tokenizer,
+            encoder,
+            max_len=max_len,
+            progress=progress,
+            log=log,
+        )
+    else:
+        datasets, dropped = encode_corpus(
+            train_pairs, tokenizer, encoder, max_len=max_len, progress=progress
+        )
+    dev_pairs: dict[Route, list[tuple[str, str]]] = {}
+    if t.eval_every > 0:
+        try:
+            dev = load_pairs(data_dir, "dev", routes)
+        except FileNotFoundError:
+            dev = {}
+        dev_pairs = dev_sample(dev, t.eval_sentences, t.seed)
+    sampler = RouteSampler(
+        datasets,
+        batch_tokens=t.batch_tokens,
+        max_sentences=t.max_sentences,
+        temperature=t.temperature,
+        seed=t.seed,
+        rank=rank,
+        world_size=world_size,
+        pad_to_multiple=pad_to_multiple,
+    )
+    stats = {
+        route_key(r): {
+            "pairs": len(datasets[route_key(r)]),
+            "dropped_too_long": dropped[route_key(r)],
+            "src_tokens": int(datasets[route_key(r)].src_lengths.sum()),
+            "tgt_tokens": int(datasets[route_key(r)].tgt_lengths.sum()),
+            "probability": sampler.probs[route_key(r)],
+            "dev_pairs": len(dev_pairs.get(r, [])),
+        }
+        for r in routes
+    }
+    return TrainingData(
+        tok_ref,
+        tokenizer,
+        routes,
+        languages,
+        encoder,
+        datasets,
+        dev_pairs,
+        sampler,
+        stats,
+        target_vocab,
+    )

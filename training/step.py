@@ -1,0 +1,197 @@
+"""One optimisation step: the loss, the learning-rate schedule, the optimizer, and the update
+over a list of micro-batches (gradient accumulation, DDP, mixed precision).
+
+The loss is label-smoothed cross entropy summed over target tokens and divided by the number
+of target tokens of the whole update (all micro-batches, all ranks), so accumulation and DDP
+give the gradient of one big batch. With ``data.target_vocab.restrict_output`` the softmax
+covers only the target language's pieces (:class:`OutputVocabulary`), as the exported,
+vocabulary-sliced engine does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+
+from lsmt_core.routes import Route
+from lsmt_core.tags import PAD_ID
+
+from .batching import Batch
+
+if TYPE_CHECKING:
+    from .recipe import Recipe
+
+
+def label_smoothed_nll(
+    logits: torch.Tensor,
+    gold: torch.Tensor,
+    eps: float,
+    pad_id: int = PAD_ID,
+    keep: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(label-smoothed loss, NLL), both summed over non-pad target tokens, in float32.
+
+    loss = (1 - eps) * NLL + eps * mean over the vocabulary of -log p (as PyTorch's
+    ``cross_entropy(label_smoothing=eps)`` and fairseq). ``keep`` marks the tokens that count
+    (default: ``gold != pad_id``; given when ``gold`` holds positions in a restricted output).
+    """
+    if keep is None:
+        keep = gold != pad_id
+    lp = F.log_softmax(logits[keep].float(), dim=-1)
+    target = gold[keep]
+    nll = -lp.gather(-1, target[:, None]).squeeze(-1)
+    loss = (1.0 - eps) * nll + eps * -lp.mean(dim=-1)
+    return loss.sum(), nll.sum()
+
+
+def inverse_sqrt(warmup: int):
+    """LR multiplier at update ``i`` (0-based): linear warm-up, then 1/sqrt decay."""
+
+    def factor(i: int) -> float:
+        s = i + 1
+        return min(s / warmup, math.sqrt(warmup / s))
+
+    return factor
+
+
+ADAM_IMPLEMENTATIONS = {
+    "loop": {"foreach": False},
+    "foreach": {"foreach": True},
+    "fused": {"fused": True},
+}
+
+
+def make_optimizer(model: nn.Module, recipe: Recipe, implementation: str | None = None):
+    """Adam with the inverse-sqrt schedule. ``implementation`` (loop | foreach | fused) is
+    for benchmarks; None lets torch choose (the same updates up to float rounding)."""
+    t = recipe.training
+    opt = torch.optim.Adam(
+        model.parameters(),
+        lr=t.lr,
+        betas=t.betas,
+        eps=t.adam_eps,
+        weight_decay=t.weight_decay,
+        **(ADAM_IMPLEMENTATIONS[implementation] if implementation else {}),
+    )
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, inverse_sqrt(t.warmup_steps))
+    return opt, sched
+
+
+class OutputVocabulary:
+    """Per target language, the output rows the training softmax is restricted to
+    (``data.target_vocab.restrict_output``) and the map from piece ids to those rows."""
+
+    def __init__(self, ids: dict[str, list[int]], vocab_size: int, device: torch.device):
+        self.rows: dict[str, torch.Tensor] = {}
+        self.remap: dict[str, torch.Tensor] = {}
+        for lang, lang_ids in ids.items():
+            rows = torch.tensor(sorted(lang_ids), dtype=torch.long)
+            remap = torch.full((vocab_size,), -1, dtype=torch.long)
+            remap[rows] = torch.arange(len(rows))
+            self.rows[lang], self.remap[lang] = rows.to(device), remap.to(device)
+
+    def restrict(self, route: Route, gold: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(output rows of the route's target language, ``gold`` as positions in them;
+        padding stays where it was, outside-vocabulary pieces become -1 and fail the loss)."""
+        remap = self.remap[route.tgt]
+        return self.rows[route.tgt], torch.where(gold == PAD_ID, PAD_ID, remap[gold])
+
+
+@dataclass
+class StepStats:
+    loss: float  # per target token (label-smoothed), over all ranks
+    nll: float
+    ntokens: int  # target tokens, all ranks
+    src_tokens: int
+    sentences: int
+    grad_norm: float
+    stop: bool = False
+
+
+def train_step(
+    model: nn.Module,
+    batches: list[Batch],
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any | None,
+    *,
+    label_smoothing: float,
+    clip_norm: float,
+    device: torch.device,
+    world_size: int = 1,
+    autocast_dtype: torch.dtype | None = None,
+    scaler: torch.amp.GradScaler | None = None,
+    stop_request: bool = False,
+    output_vocab: OutputVocabulary | None = None,
+) -> StepStats:
+    """One optimizer update over ``batches`` (gradient accumulation; DDP if ``model`` is
+    wrapped). Gradients are those of the token-summed loss divided by the update's target
+    tokens across all ranks. With ``stop_request`` on any rank, no update is made and
+    ``stats.stop`` is True on every rank."""
+    local = torch.tensor(
+        [
+            sum(b.ntokens for b in batches),
+            sum(b.src_tokens for b in batches),
+            sum(len(b) for b in batches),
+            float(stop_request),
+        ],
+        dtype=torch.float64,
+        device=device,
+    )
+    if world_size > 1:
+        dist.all_reduce(local)
+    ntok, src_tok, sents, stop = (float(x) for x in local.tolist())
+    if stop > 0:
+        return StepStats(math.nan, math.nan, 0, 0, 0, math.nan, stop=True)
+    scale = world_size / ntok  # DDP averages gradients over ranks
+    optimizer.zero_grad(set_to_none=True)
+    loss_sum = torch.zeros((), dtype=torch.float64, device=device)
+    nll_sum = torch.zeros((), dtype=torch.float64, device=device)
+    for i, b in enumerate(batches):
+        b = b.to(device)
+        last = i == len(batches) - 1
+        sync = contextlib.nullcontext()
+        if world_size > 1 and not last and hasattr(model, "no_sync"):
+            sync = model.no_sync()
+        with sync:
+            amp = contextlib.nullcontext()
+            if autocast_dtype is not None:
+                amp = torch.autocast(device.type, dtype=autocast_dtype)
+            rows, gold = None, b.gold
+            if output_vocab is not None:
+                rows, gold = output_vocab.restrict(b.route, b.gold)
+            with amp:
+                logits = model(b.src, b.tgt_in, b.route, rows)
+            loss, nll = label_smoothed_nll(logits, gold, label_smoothing, keep=b.gold != PAD_ID)
+            scaled = loss * scale
+            (scaler.scale(scaled) if scaler is not None else scaled).backward()
+        loss_sum += loss.detach().double()
+        nll_sum += nll.detach().double()
+    if scaler is not None:
+        scaler.unscale_(optimizer)
+    params = [p for p in model.parameters() if p.grad is not None]
+    grad_norm = torch.nn.utils.clip_grad_norm_(params, clip_norm if clip_norm > 0 else float("inf"))
+    if scaler is not None:
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        optimizer.step()
+    if scheduler is not None:
+        scheduler.step()
+    sums = torch.stack([loss_sum, nll_sum])
+    if world_size > 1:
+        dist.all_reduce(sums)
+    return StepStats(
+        loss=float(sums[0]) / ntok,
+        nll=float(sums[1]) / ntok,
+        ntokens=int(ntok),
+        src_tokens=int(src_tok),
+        sentences=int(sents),
+        grad_norm=float(grad_norm),
+    )
