@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from lsmt_core.routes import route_key
+
 from .storage import STORE_DTYPES, max_error
 
 
@@ -165,11 +167,11 @@ def routes_beating_copy(
     """Routes whose evaluated chrF exceeds the copy baseline by ``min_gain``; why others fail."""
     kept, dropped = [], {}
     for src, tgt in routes:
-        result = evaluation.get("directions", {}).get(f"{src}-{tgt}")
+        result = evaluation.get("directions", {}).get(route_key((src, tgt)))
         if result is None:
-            dropped[f"{src}-{tgt}"] = "not evaluated"
+            dropped[route_key((src, tgt))] = "not evaluated"
         elif result["chrf"] - result["copy_chrf"] < min_gain:
-            dropped[f"{src}-{tgt}"] = (
+            dropped[route_key((src, tgt))] = (
                 f"chrF {result['chrf']:.1f} vs copy {result['copy_chrf']:.1f} "
                 f"(gain below {min_gain:g})"
             )
@@ -238,7 +240,7 @@ def build_engines_main(argv: list[str]) -> int:
         done: dict[str, Path] = {}
         for src, tgt in routes:
             key = bundle.engine_key(src, tgt)
-            target = args.out / f"{src}-{tgt}"
+            target = args.out / route_key((src, tgt))
             if key in done:  # same modules, same engine: link instead of a second copy
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.symlink_to(done[key].name, target_is_directory=True)

@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from lsmt_core.routes import route_key
+
 from .bundle import Bundle, load_bundle
 from .ct2 import load_translator, translate_pieces
 
@@ -66,7 +68,7 @@ def evaluate_bundle(
         res["copy_chrf"], res["copy_bleu"] = base["chrf"], base["bleu"]
         if lid is not None:
             res["off_target"] = lid.off_target_rate(hyps, tgt)
-        directions[f"{src}-{tgt}"] = res
+        directions[route_key((src, tgt))] = res
         print(
             f"{src}-{tgt}: chrF {res['chrf']:.1f} (copy {res['copy_chrf']:.1f}) "
             f"in {res['seconds']:.1f} s",
@@ -102,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         wanted = [tuple(r.split("-", 1)) for r in args.routes.split(",")]
     split = load_split(args.data, args.split)
     pairs = {r: split[r][: args.max_sentences] for r in wanted if r in split}
-    missing = [f"{s}-{t}" for s, t in wanted if (s, t) not in split]
+    missing = [route_key((s, t)) for s, t in wanted if (s, t) not in split]
     if missing:
         print(f"warning: no {args.split} data for {', '.join(missing)}", file=sys.stderr)
     t0 = time.perf_counter()

@@ -37,11 +37,13 @@ def architecture_of(cfg: Any) -> Architecture:
 def dense_name(model: Any, param_name: str) -> tuple[str, str, str | None]:
     """``P.by_lang.<lang>.rest`` -> (``P.rest``, the index of module ``P``, ``lang``);
     a shared parameter -> (its name, ``"shared"``, None)."""
-    if ".by_lang." not in param_name:
+    from training.model.layers import shared_name, split_language_specific
+
+    parts = split_language_specific(param_name)
+    if parts is None:
         return param_name, "shared", None
-    prefix, rest = param_name.split(".by_lang.", 1)
-    lang, rest = rest.split(".", 1)
-    return f"{prefix}.{rest}", model.get_submodule(prefix).index, lang
+    prefix, lang, _ = parts
+    return shared_name(param_name), model.get_submodule(prefix).index, lang
 
 
 def split_modules(

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import yaml
 
+from lsmt_core.routes import route_key
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -90,7 +92,7 @@ def build_card(bundle: Path, curve: Path) -> str:
     corpus = _json(ROOT / recipe["data"]["dir"] / "stats.json")
     a = manifest["architecture"]
     ls = recipe["model"]["language_specific"]
-    offered = {f"{s}-{t}" for s, t in manifest["routes"]}
+    offered = {route_key((s, t)) for s, t in manifest["routes"]}
     dropped = prov.get("dropped_routes", {})
     vocab = manifest.get("target_vocab") or {}
     minutes = {s: _minutes(p) for s, p in runs.items()}

@@ -44,6 +44,7 @@ from lsmt_core.routes import Route, parse_route, route_key
 from lsmt_core.tags import TagScheme
 
 from .model import ModelConfig, Seq2SeqTransformer, build_model
+from .model.layers import language_specific_name, shared_name
 from .recipe import Recipe, recipe_from_dict, resolve_path
 
 CHECKPOINT_FORMAT = 1
@@ -273,7 +274,6 @@ def load_meta(run_dir_or_ckpt: Path | str, which: Literal["best", "last"] = "bes
 
 _ENC_LAYER = re.compile(r"^encoder\.layers\.(\d+)\.")
 _DEC_LAYER = re.compile(r"^(decoder\.(?:by_lang\.[^.]+\.)?layers\.)(\d+)\.")
-_BY_LANG = re.compile(r"\.by_lang\.[^.]+")
 
 
 def _source_name(name: str, mode: str, n_enc: tuple[int, int], n_dec: tuple[int, int]) -> str:
@@ -317,7 +317,9 @@ def checkpoint_from_bundle(path: Path | str) -> dict[str, Any]:
             if group.index != index:
                 continue  # an input of a fusion rule (e.g. the target vocabulary ids)
             if lang is not None:
-                key = f"{group.prefix}.by_lang.{lang}{key[len(group.prefix) :]}"
+                key = language_specific_name(
+                    group.prefix, lang, key[len(group.prefix) :].removeprefix(".")
+                )
             state[key] = torch.from_numpy(value)
     return {
         "model": state,
@@ -371,7 +373,7 @@ def init_from_checkpoint(
     new_state = {}
     for name, tensor in m.state_dict().items():
         cand = _source_name(name, mode, n_enc, n_dec)
-        for c in (cand, _BY_LANG.sub("", cand)):
+        for c in (cand, shared_name(cand)):
             if c in state and state[c].shape == tensor.shape:
                 new_state[name] = state[c]
                 mapping[name] = c

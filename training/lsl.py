@@ -28,6 +28,8 @@ from itertools import permutations
 from pathlib import Path
 from typing import Any
 
+from lsmt_core.routes import route_key
+
 from .model.nas import CHOICES, mixing_weights_from_state, select_architecture
 from .recipe import Recipe, RecipeError, dump_recipe, load_recipe, recipe_from_dict
 
@@ -243,7 +245,7 @@ def parameter_counts(recipe: Recipe, vocab_size: int, languages: list[str]) -> d
         with torch.device("meta"):
             model = build_model(cfg, vocab_size, languages)
         total = sum(p.numel() for p in model.parameters())
-        routes = recipe.data.routes or [f"{s}-{t}" for s, t in permutations(languages, 2)]
+        routes = recipe.data.routes or [route_key((s, t)) for s, t in permutations(languages, 2)]
         per_route = {}
         for key in routes:
             s, t = key.split("-")

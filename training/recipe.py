@@ -123,9 +123,9 @@ class Recipe(_Strict):
             if missing:
                 raise RecipeError(
                     "routes not in the corpus: "
-                    + ", ".join(f"{r.src}-{r.tgt}" for r in missing)
+                    + ", ".join(route_key(r) for r in missing)
                     + "; available: "
-                    + ", ".join(f"{r.src}-{r.tgt}" for r in available)
+                    + ", ".join(route_key(r) for r in available)
                 )
             if langs is not None:
                 bad = [r for r in wanted if r.src not in langs or r.tgt not in langs]

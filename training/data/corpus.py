@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from lsmt_core.routes import route_key
+
 import itertools
 import random
 import shutil
@@ -456,7 +458,7 @@ def build(cfg: BuildConfig) -> dict:
     for split in SPLITS:
         for src, tgt in _bar(dirs, cfg, f"write {split}"):
             pairs, ids = make_pairs(parts[split][src], parts[split][tgt])
-            name = f"{src}-{tgt}"
+            name = route_key((src, tgt))
             if split == "train":
                 pairs, ids, dup = dedup_pairs(pairs, ids)
                 duplicates[name] = dup

@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+from lsmt_core.routes import route_key
+
 import hashlib
 import json
 import re
@@ -45,7 +47,7 @@ def check_split(split: str) -> str:
 
 def pair_paths(data_dir: Path | str, split: str, src: str, tgt: str) -> tuple[Path, Path, Path]:
     """(source file, target file, ids file) of one direction in one split."""
-    base = Path(data_dir) / split / f"{src}-{tgt}"
+    base = Path(data_dir) / split / route_key((src, tgt))
     return base.with_suffix(f".{src}"), base.with_suffix(f".{tgt}"), base.with_suffix(".ids")
 
 

@@ -15,6 +15,32 @@ from torch import nn
 
 from lsmt_core.routes import Index, Route
 
+BY_LANG = ".by_lang."
+
+
+def split_language_specific(param_name: str) -> tuple[str, str, str] | None:
+    """``P.by_lang.<lang>.rest`` -> (``P``, ``lang``, ``rest``): the one parser of the parameter
+    names that :class:`LanguageSpecific` produces; None for a shared parameter."""
+    if BY_LANG not in param_name:
+        return None
+    prefix, rest = param_name.split(BY_LANG, 1)
+    lang, _, rest = rest.partition(".")
+    return prefix, lang, rest
+
+
+def shared_name(param_name: str) -> str:
+    """The name without its language: ``P.by_lang.<lang>.rest`` -> ``P.rest``."""
+    parts = split_language_specific(param_name)
+    if parts is None:
+        return param_name
+    prefix, _, rest = parts
+    return f"{prefix}.{rest}" if rest else prefix
+
+
+def language_specific_name(prefix: str, lang: str, rest: str) -> str:
+    """The inverse of :func:`split_language_specific`."""
+    return f"{prefix}{BY_LANG}{lang}.{rest}" if rest else f"{prefix}{BY_LANG}{lang}"
+
 
 class LanguageSpecific(nn.Module):
     """One copy of a block per language, indexed by the route's source or target language."""

@@ -24,6 +24,7 @@ from .layers import (
     LanguageSpecific,
     Route,
     resolve,
+    split_language_specific,
 )
 from .nas import SearchLayer
 
@@ -249,16 +250,15 @@ class Seq2SeqTransformer(nn.Module):
         return total
 
     def _languages_at(self, name: str, route: Route) -> set[str]:
-        prefix = name.split(".by_lang.")[0]
+        prefix, _, _ = split_language_specific(name)
         module = self.get_submodule(prefix)
         assert isinstance(module, LanguageSpecific)
         return module.route_languages(route)
 
 
 def _lang_of(param_name: str) -> str | None:
-    if ".by_lang." not in param_name:
-        return None
-    return param_name.split(".by_lang.")[1].split(".")[0]
+    parts = split_language_specific(param_name)
+    return None if parts is None else parts[1]
 
 
 def build_model(cfg: ModelConfig, vocab_size: int, languages: list[str]) -> Seq2SeqTransformer:
