@@ -97,7 +97,9 @@ def _train(model_cfg, verses, sp, routes, steps, seed):
     import torch
 
     from lsmt_core.tags import tag_source
+    from training.batching import make_batch
     from training.model import ModelConfig, Route, build_model
+    from training.step import train_step
 
     torch.manual_seed(seed)
     cfg = ModelConfig(**model_cfg)
@@ -109,7 +111,7 @@ def _train(model_cfg, verses, sp, routes, steps, seed):
     batch = 24
     gen = torch.Generator().manual_seed(seed)
     model.train()
-    for step in range(steps):
+    for step in range(steps):  # one route per update, through the trainer's own step
         src, tgt = routes[step % len(routes)]
         rows = torch.randint(0, n, (batch,), generator=gen).tolist()
         srcs = [
@@ -119,26 +121,17 @@ def _train(model_cfg, verses, sp, routes, steps, seed):
             for r in rows
         ]
         tgts = [sp.encode(verses[tgt][r]) for r in rows]
-        src_ids = _pad(srcs)
-        tgt_in = _pad([[2, *t] for t in tgts])
-        gold = _pad([[*t, 3] for t in tgts])
-        logits = model(src_ids, tgt_in, Route(src, tgt))
-        loss = torch.nn.functional.cross_entropy(
-            logits.flatten(0, 1), gold.flatten(), ignore_index=0
+        train_step(
+            model,
+            [make_batch(Route(src, tgt), srcs, tgts)],
+            opt,
+            warmup,
+            label_smoothing=0.0,
+            clip_norm=0.0,
+            device=torch.device("cpu"),
         )
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        warmup.step()
     model.eval()
     return model
-
-
-def _pad(rows: list[list[int]]):
-    import torch
-
-    width = max(len(r) for r in rows)
-    return torch.tensor([r + [0] * (width - len(r)) for r in rows], dtype=torch.long)
 
 
 TINY_MODEL = dict(

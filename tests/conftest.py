@@ -8,6 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
+
+from tests.tiny import make_toy_corpus, make_toy_tokenizer
 
 # =============================================================================================
 # Corpus and tokenizer fixtures (owner: training/data, training/tokenizer)
@@ -94,3 +97,63 @@ def lsl_tokenizer(lsl_corpus: Path, tmp_path_factory: pytest.TempPathFactory) ->
 
 
 # ============================ end of LSL and vocabulary fixtures =============================
+
+
+# =============================================================================================
+# Tiny-model fixtures (owner: training)
+#
+# `one_thread`: tiny models run fastest single-threaded and do not fight a busy machine; a test
+# module asks for it with `pytestmark = pytest.mark.usefixtures("one_thread")`.
+# `toy_data`: a synthetic word-for-word corpus (tests/tiny.py) and a 360-piece tokenizer.
+# `tiny_run`: a tiny model trained through the CLI for 60 steps.
+# =============================================================================================
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="session")
+def toy_data(tmp_path_factory) -> tuple[Path, Path]:
+    """(corpus dir, tokenizer dir) of the synthetic corpus."""
+    root = tmp_path_factory.mktemp("toy")
+    data = make_toy_corpus(root)
+    return data, make_toy_tokenizer(data, root / "tokenizer")
+
+
+@pytest.fixture(scope="session")
+def tiny_run(toy_data, tmp_path_factory) -> Path:
+    """A tiny model trained through the CLI for 60 steps (used by evaluation tests too)."""
+    data, tok = toy_data
+    from training.train import main as train_main
+
+    out = tmp_path_factory.mktemp("runs") / "tiny"
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    rc = train_main(
+        [
+            "--config",
+            "tiny",
+            "--out",
+            str(out),
+            "--no-progress",
+            "--max-steps",
+            "60",
+            "--set",
+            f"data.dir={data}",
+            f"data.tokenizer={tok}",
+            "training.eval_every=30",
+            "training.save_every=30",
+            "training.batch_tokens=1024",
+        ]
+    )
+    torch.set_num_threads(n)
+    assert rc == 0
+    return out
+
+
+# ============================ end of tiny-model fixtures ====================================

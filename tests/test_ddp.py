@@ -14,10 +14,10 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from lsmt_core.tags import BOS_ID, EOS_ID, PAD_ID
-from tests.test_training import toy_data  # noqa: F401  (fixture)
+from tests.tiny import tiny_model_config
 from training.batching import Batch
 from training.checkpoint import load_checkpoint
-from training.model import ModelConfig, Route, build_model
+from training.model import Route, build_model
 from training.step import train_step
 
 pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch.distributed unavailable")
@@ -28,17 +28,7 @@ ROUTES = [Route("de", "en"), Route("en", "de")]
 
 def _model(sharing: str):
     torch.manual_seed(0)
-    cfg = ModelConfig(
-        d_model=32,
-        heads=4,
-        ffn_dim=64,
-        encoder_layers=2,
-        decoder_layers=2,
-        dropout=0.0,
-        max_positions=64,
-        decoder_sharing=sharing,
-    )
-    return build_model(cfg, 40, LANGS)
+    return build_model(tiny_model_config(decoder_sharing=sharing), 40, LANGS)
 
 
 def _batches(n: int) -> list[Batch]:
@@ -157,7 +147,7 @@ def test_two_process_step_equals_single_process(ddp_results, sharing):
 
 
 @pytest.mark.timeout(300)
-def test_torchrun_cli_two_processes(toy_data, tmp_path):  # noqa: F811
+def test_torchrun_cli_two_processes(toy_data, tmp_path):
     """``torchrun --nproc_per_node 2 -m training.train`` (gloo): trains, evaluates, saves
     one checkpoint with both ranks' RNG states, and resumes."""
     data, tok = toy_data

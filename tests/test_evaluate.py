@@ -10,7 +10,6 @@ import torch
 
 from lsmt_core.langid import LanguageIdentifier
 from lsmt_core.scoring import averages, bleu_tokenize, category, score
-from tests.test_training import tiny_run, toy_data  # noqa: F401  (fixtures)
 from training.data import load_split
 from training.evaluate import main as evaluate_main
 from training.model import Route
@@ -64,7 +63,7 @@ def test_averages_by_category():
 
 
 @pytest.mark.parametrize("beam", [1, 3])
-def test_cli_on_trained_checkpoint(tiny_run, toy_data, tmp_path, capsys, beam):  # noqa: F811
+def test_cli_on_trained_checkpoint(tiny_run, toy_data, tmp_path, capsys, beam):
     data, _ = toy_data
     out, hyps = tmp_path / "results.json", tmp_path / "hyps.jsonl"
     n_threads = torch.get_num_threads()

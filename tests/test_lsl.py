@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from lsmt_core.tags import BOS_ID, EOS_ID, PAD_ID
+from tests.tiny import tiny_model_config
 from training.batching import Batch
 from training.checkpoint import load_checkpoint, save_checkpoint
 from training.lsl import main as lsl_main
@@ -25,26 +26,13 @@ LANGS = ["de", "en", "fr"]
 DE_FR = Route("de", "fr")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def cfg(**kw) -> ModelConfig:
-    base = dict(
-        d_model=16,
-        heads=2,
-        ffn_dim=32,
-        encoder_layers=4,
-        decoder_layers=1,
-        dropout=0.0,
-        max_positions=32,
-    )
-    base.update(kw)
-    return ModelConfig(**base)
+    """A tiny model with a deeper encoder (4-1) for the LSL layer choices."""
+    base = dict(d_model=16, heads=2, ffn_dim=32, encoder_layers=4, decoder_layers=1)
+    return tiny_model_config(**{**base, "max_positions": 32, **kw})
 
 
 def batch(route: Route, vocab: int = 40, b: int = 4, seed: int = 0) -> Batch:

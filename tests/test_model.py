@@ -6,9 +6,10 @@ import pytest
 import torch
 
 from lsmt_core.tags import BOS_ID, EOS_ID, PAD_ID
+from tests.tiny import tiny_model_config
 from training.batching import Batch
 from training.checkpoint import init_from_checkpoint
-from training.model import ModelConfig, Route, build_model
+from training.model import Route, build_model
 from training.search import beam_search, greedy_search
 from training.step import label_smoothed_nll, train_step
 
@@ -16,27 +17,7 @@ LANGS = ["de", "en", "fr"]
 DE_EN = Route("de", "en")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models run fastest single-threaded (and do not fight a busy machine)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
-def tiny_cfg(**kw) -> ModelConfig:
-    base = dict(
-        d_model=32,
-        heads=4,
-        ffn_dim=64,
-        encoder_layers=2,
-        decoder_layers=2,
-        dropout=0.0,
-        max_positions=64,
-    )
-    base.update(kw)
-    return ModelConfig(**base)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def rand_src(b: int, s: int, vocab: int, gen: torch.Generator) -> torch.Tensor:
@@ -47,7 +28,9 @@ def rand_src(b: int, s: int, vocab: int, gen: torch.Generator) -> torch.Tensor:
 @pytest.mark.parametrize("sharing", ["shared", "separate"])
 def test_shapes_and_padding_mask(pre_norm: bool, sharing: str):
     torch.manual_seed(0)
-    model = build_model(tiny_cfg(pre_norm=pre_norm, decoder_sharing=sharing), 50, LANGS).eval()
+    model = build_model(
+        tiny_model_config(pre_norm=pre_norm, decoder_sharing=sharing), 50, LANGS
+    ).eval()
     gen = torch.Generator().manual_seed(1)
     src = rand_src(3, 7, 50, gen)
     tgt = torch.cat([torch.full((3, 1), BOS_ID), rand_src(3, 5, 50, gen)], dim=1)
@@ -77,7 +60,7 @@ def test_shapes_and_padding_mask(pre_norm: bool, sharing: str):
 
 def test_causal_mask():
     torch.manual_seed(0)
-    model = build_model(tiny_cfg(), 50, LANGS).eval()
+    model = build_model(tiny_model_config(), 50, LANGS).eval()
     gen = torch.Generator().manual_seed(2)
     src = rand_src(2, 6, 50, gen)
     tgt = torch.cat([torch.full((2, 1), BOS_ID), rand_src(2, 7, 50, gen)], dim=1)
@@ -92,12 +75,12 @@ def test_causal_mask():
 
 def test_routes_use_their_own_decoder():
     torch.manual_seed(0)
-    model = build_model(tiny_cfg(decoder_sharing="separate"), 50, LANGS).eval()
+    model = build_model(tiny_model_config(decoder_sharing="separate"), 50, LANGS).eval()
     src = rand_src(2, 5, 50, torch.Generator().manual_seed(3))
     tgt = torch.full((2, 1), BOS_ID)
     a, b = model(src, tgt, Route("de", "en")), model(src, tgt, Route("de", "fr"))
     assert not torch.allclose(a, b)
-    shared = build_model(tiny_cfg(), 50, LANGS)
+    shared = build_model(tiny_model_config(), 50, LANGS)
     dec = sum(p.numel() for p in shared.decoder.parameters())
     total = sum(p.numel() for p in model.parameters())
     assert total == sum(p.numel() for p in shared.parameters()) + 2 * dec
@@ -125,7 +108,7 @@ def copy_batch(gen: torch.Generator, b: int = 64, vocab: int = 16) -> Batch:
 def copy_model():
     """A tiny model trained on the copy task (a few seconds on CPU)."""
     torch.manual_seed(0)
-    model = build_model(tiny_cfg(d_model=64, ffn_dim=128), 16, LANGS)
+    model = build_model(tiny_model_config(d_model=64, ffn_dim=128), 16, LANGS)
     opt = torch.optim.Adam(model.parameters(), lr=3e-3, betas=(0.9, 0.98))
     gen = torch.Generator().manual_seed(0)
     losses = []
@@ -165,7 +148,7 @@ def test_cached_beam_equals_uncached_and_greedy_equals_beam1(copy_model, trained
         model, vocab = copy_model[0], 16
     else:
         torch.manual_seed(5)
-        model, vocab = build_model(tiny_cfg(), 40, LANGS).eval(), 40
+        model, vocab = build_model(tiny_model_config(), 40, LANGS).eval(), 40
     gen = torch.Generator().manual_seed(9)
     src = rand_src(5, 7, vocab, gen)
     src[1, 5:] = PAD_ID
@@ -215,11 +198,11 @@ def _ckpt(model) -> dict:
 def test_shallow_init_from_6_6(sharing: str):
     torch.manual_seed(0)
     deep = build_model(
-        tiny_cfg(encoder_layers=6, decoder_layers=6, decoder_sharing=sharing), 30, LANGS
+        tiny_model_config(encoder_layers=6, decoder_layers=6, decoder_sharing=sharing), 30, LANGS
     )
     torch.manual_seed(1)
     shallow = build_model(
-        tiny_cfg(encoder_layers=12, decoder_layers=2, decoder_sharing=sharing), 30, LANGS
+        tiny_model_config(encoder_layers=12, decoder_layers=2, decoder_sharing=sharing), 30, LANGS
     )
     mapping = init_from_checkpoint(shallow, _ckpt(deep), "shallow")
     src, dst = deep.state_dict(), shallow.state_dict()
@@ -251,9 +234,11 @@ def test_shallow_init_from_6_6(sharing: str):
 
 def test_copy_init_fills_language_specific_copies():
     torch.manual_seed(0)
-    dense = build_model(tiny_cfg(encoder_layers=3), 30, LANGS)
+    dense = build_model(tiny_model_config(encoder_layers=3), 30, LANGS)
     lsl = build_model(
-        tiny_cfg(encoder_layers=3, language_specific={"encoder_src": [2], "encoder_tgt": [3]}),
+        tiny_model_config(
+            encoder_layers=3, language_specific={"encoder_src": [2], "encoder_tgt": [3]}
+        ),
         30,
         LANGS,
     )
@@ -267,12 +252,12 @@ def test_copy_init_fills_language_specific_copies():
 
 
 def test_init_rejects_mismatch():
-    deep = build_model(tiny_cfg(encoder_layers=2, decoder_layers=2), 30, LANGS)
-    bigger = build_model(tiny_cfg(encoder_layers=2, decoder_layers=3), 30, LANGS)
+    deep = build_model(tiny_model_config(encoder_layers=2, decoder_layers=2), 30, LANGS)
+    bigger = build_model(tiny_model_config(encoder_layers=2, decoder_layers=3), 30, LANGS)
     with pytest.raises(ValueError, match="decoder"):
         init_from_checkpoint(bigger, _ckpt(deep), "shallow")
     with pytest.raises(ValueError, match="no source tensor"):
         init_from_checkpoint(bigger, _ckpt(deep), "copy")
-    other_vocab = build_model(tiny_cfg(), 31, LANGS)
+    other_vocab = build_model(tiny_model_config(), 31, LANGS)
     with pytest.raises(ValueError, match="vocabulary"):
         init_from_checkpoint(other_vocab, _ckpt(deep), "copy")

@@ -4,7 +4,6 @@ SentencePiece model trained here: recipes, batching, exact resume, CLI outputs, 
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +11,7 @@ import pytest
 import torch
 
 from lsmt_core.tags import TagScheme, tag_source
+from tests.tiny import TOY_ROUTES, tiny_recipe
 from training.batching import (
     EOS_ID,
     PAD_ID,
@@ -26,117 +26,8 @@ from training.recipe import RECIPES_DIR, RecipeError, load_recipe, recipe_from_d
 from training.train import main as train_main
 from training.trainer import Trainer
 
-# -- a synthetic corpus in the documented layout ---------------------------------------------------
-
-WORDS = {
-    "en": "the man woman child house water bread king city day night light god heart word "
-    "land sea fire mountain tree book friend father mother brother sister good great small "
-    "new old see give take go come speak love know and",
-    "de": "der mann frau kind haus wasser brot könig stadt tag nacht licht gott herz wort "
-    "land meer feuer berg baum buch freund vater mutter bruder schwester gut groß klein "
-    "neu alt sehen geben nehmen gehen kommen sprechen lieben wissen und",
-    "fr": "le homme femme enfant maison eau pain roi ville jour nuit lumière dieu cœur parole "
-    "terre mer feu montagne arbre livre ami père mère frère sœur bon grand petit nouveau "
-    "vieux voir donner prendre aller venir parler aimer savoir et",
-}
-LEXICON = {lang: words.split() for lang, words in WORDS.items()}
-TOY_ROUTES = [("de", "en"), ("en", "de"), ("en", "fr"), ("fr", "en")]
 DE_EN = Route("de", "en")
-SIZES = {"train": 400, "dev": 24, "test": 24}
-
-
-def toy_sentences(n: int, seed: int) -> list[dict[str, str]]:
-    """``n`` aligned sentences: the same random concept sequence in every language."""
-    rng = random.Random(seed)
-    out = []
-    for _ in range(n):
-        concepts = [rng.randrange(len(LEXICON["en"])) for _ in range(rng.randint(3, 8))]
-        row = {}
-        for lang, words in LEXICON.items():
-            text = " ".join(words[c] for c in concepts)
-            row[lang] = text[0].upper() + text[1:] + "."
-        out.append(row)
-    return out
-
-
-def make_toy_corpus(root: Path) -> Path:
-    from training.data.formats import mono_path, write_lines, write_pairs
-
-    data = root / "corpus"
-    for i, (split, n) in enumerate(SIZES.items()):
-        rows = toy_sentences(n, seed=i)
-        for src, tgt in TOY_ROUTES:
-            pairs = [(r[src], r[tgt]) for r in rows]
-            write_pairs(data, split, src, tgt, pairs, [f"{split}.{k}" for k in range(n)])
-        if split == "train":
-            for lang in LEXICON:
-                write_lines(mono_path(data, lang), [r[lang] for r in rows])
-    return data
-
-
-def make_toy_tokenizer(data: Path, out: Path) -> Path:
-    from training.tokenizer import train
-
-    train(data, out, vocab_size=360, max_sentences_per_language=None, num_threads=1)
-    return out
-
-
-@pytest.fixture(scope="session")
-def toy_data(tmp_path_factory) -> tuple[Path, Path]:
-    """(corpus dir, tokenizer dir) of the synthetic corpus."""
-    root = tmp_path_factory.mktemp("toy")
-    data = make_toy_corpus(root)
-    return data, make_toy_tokenizer(data, root / "tokenizer")
-
-
-def tiny_overrides(data: Path, tok: Path, **training) -> dict:
-    t = {"eval_every": 0, "save_every": 0, "log_every": 2}
-    t.update(training)
-    return {"data": {"dir": str(data), "tokenizer": str(tok)}, "training": t}
-
-
-def tiny_recipe(data: Path, tok: Path, model: dict | None = None, **training):
-    ov = tiny_overrides(data, tok, **training)
-    if model:
-        ov["model"] = model
-    return load_recipe("tiny", ov)
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
-@pytest.fixture(scope="session")
-def tiny_run(toy_data, tmp_path_factory) -> Path:
-    """A tiny model trained through the CLI for 60 steps (used by evaluation tests too)."""
-    data, tok = toy_data
-    out = tmp_path_factory.mktemp("runs") / "tiny"
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    rc = train_main(
-        [
-            "--config",
-            "tiny",
-            "--out",
-            str(out),
-            "--no-progress",
-            "--max-steps",
-            "60",
-            "--set",
-            f"data.dir={data}",
-            f"data.tokenizer={tok}",
-            "training.eval_every=30",
-            "training.save_every=30",
-            "training.batch_tokens=1024",
-        ]
-    )
-    torch.set_num_threads(n)
-    assert rc == 0
-    return out
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 # -- recipes ---------------------------------------------------------------------------------------

@@ -171,29 +171,44 @@ class Batch:
 
 def collate(data: RouteData, indices: Sequence[int], pad_to_multiple: int = 1) -> Batch:
     """Padded tensors for the pairs ``indices`` of ``data``."""
-    srcs = [data.source(i) for i in indices]
-    tgts = [data.target(i) for i in indices]
+    return make_batch(
+        data.route,
+        [data.source(i) for i in indices],
+        [data.target(i) for i in indices],
+        pad_to_multiple,
+    )
+
+
+def make_batch(
+    route: Route,
+    sources: Sequence[Sequence[int]],
+    targets: Sequence[Sequence[int]],
+    pad_to_multiple: int = 1,
+) -> Batch:
+    """A batch from tagged source ids (end-of-sentence included) and plain target ids:
+    decoder input [BOS] + target, gold target + [EOS], padded (widths rounded up to
+    ``pad_to_multiple``)."""
     m = max(1, pad_to_multiple)
-    s_len = -(-max(len(s) for s in srcs) // m) * m
-    t_len = -(-(max(len(t) for t in tgts) + 1) // m) * m
-    b = len(indices)
+    s_len = -(-max(len(s) for s in sources) // m) * m
+    t_len = -(-(max(len(t) for t in targets) + 1) // m) * m
+    b = len(sources)
     src = np.full((b, s_len), PAD_ID, dtype=np.int64)
     tgt_in = np.full((b, t_len), PAD_ID, dtype=np.int64)
     gold = np.full((b, t_len), PAD_ID, dtype=np.int64)
-    for row, (s, t) in enumerate(zip(srcs, tgts, strict=True)):
+    for row, (s, t) in enumerate(zip(sources, targets, strict=True)):
         src[row, : len(s)] = s
         tgt_in[row, 0] = BOS_ID
         tgt_in[row, 1 : len(t) + 1] = t
         gold[row, : len(t)] = t
         gold[row, len(t)] = EOS_ID
-    ntok = sum(len(t) + 1 for t in tgts)
+    ntok = sum(len(t) + 1 for t in targets)
     return Batch(
-        data.route,
+        route,
         torch.from_numpy(src),
         torch.from_numpy(tgt_in),
         torch.from_numpy(gold),
         ntok,
-        sum(len(s) for s in srcs),
+        sum(len(s) for s in sources),
     )
 
 
