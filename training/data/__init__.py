@@ -10,6 +10,14 @@ Building (``python -m training.data build ...``) lives in :mod:`training.data.co
 tqdm, which this module does not import.
 """
 
+from lsmt_core.languages import (
+    DEFAULT_LANGUAGES,
+    DEV_BOOK,
+    LANGUAGE_EDITIONS,
+    SPLITS,
+    SUPPORTED_LANGUAGES,
+    TEST_BOOK,
+)
 from training.data.formats import (
     CorpusFormatError,
     directions,
@@ -20,14 +28,6 @@ from training.data.formats import (
     mono_path,
     pair_paths,
     read_stats,
-)
-from lsmt_core.languages import (
-    DEFAULT_LANGUAGES,
-    DEV_BOOK,
-    LANGUAGE_EDITIONS,
-    SPLITS,
-    SUPPORTED_LANGUAGES,
-    TEST_BOOK,
 )
 
 __all__ = [

@@ -7,8 +7,8 @@ import json
 import sys
 from pathlib import Path
 
-from training.data.formats import CorpusFormatError, read_stats
 from lsmt_core.languages import DEFAULT_LANGUAGES, DEV_BOOK, LANGUAGE_EDITIONS, TEST_BOOK
+from training.data.formats import CorpusFormatError, read_stats
 
 
 def _csv(value: str) -> list[str]:
@@ -105,7 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from training.data.corpus import BuildConfig, build, format_cleaning, format_table
+    from training.data.corpus import BuildConfig, build
+    from training.data.report import format_cleaning, format_table
 
     langs = args.languages
     if langs == ["all"]:
@@ -168,7 +169,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    from training.data.corpus import format_cleaning, format_table
+    from training.data.report import format_cleaning, format_table
 
     stats = read_stats(args.data_dir)
     if args.json:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from lsmt_core.routes import route_key
-
 import itertools
 import random
 import shutil
@@ -16,18 +14,6 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from training.data import clean
-from training.data.bible import BibleDB, VerseId, verse_id_str
-from training.data.formats import (
-    CorpusFormatError,
-    directions,
-    load_direction,
-    mono_path,
-    write_json,
-    write_lines,
-    write_manifest,
-    write_pairs,
-)
 from lsmt_core.languages import (
     DEFAULT_LANGUAGES,
     DEV_BOOK,
@@ -38,6 +24,17 @@ from lsmt_core.languages import (
     Edition,
     resolve_editions,
 )
+from lsmt_core.routes import route_key
+from training.data import clean
+from training.data.bible import BibleDB, VerseId, verse_id_str
+from training.data.formats import (
+    mono_path,
+    write_json,
+    write_lines,
+    write_manifest,
+    write_pairs,
+)
+from training.data.report import text_stats, verify_disjoint
 
 FORMAT = "lsmt-corpus/1"
 DIRECTION_MODES = ("en-centric", "all")
@@ -346,77 +343,6 @@ def sample_pairs(
     rng = random.Random(f"{seed}:{a}-{b}")
     keep = sorted(rng.sample(range(len(pairs)), cap))
     return [pairs[k] for k in keep], [ids[k] for k in keep]
-
-
-# --------------------------------------------------------------------------------------------
-# Statistics
-
-
-def text_stats(lines: Iterable[str]) -> dict[str, int]:
-    n = words = chars = 0
-    for line in lines:
-        n += 1
-        words += len(line.split())
-        chars += len(line)
-    return {"segments": n, "words": words, "chars": chars}
-
-
-def format_table(stats: dict) -> str:
-    """Sentences, whitespace tokens and characters per language and split."""
-    head = f"{'lang':<5}" + "".join(
-        f"{s + ' seg':>12}{s + ' words':>14}{s + ' chars':>14}" for s in SPLITS
-    )
-    lines = [head, "-" * len(head)]
-    for lang, per in stats["sentences"].items():
-        row = f"{lang:<5}"
-        for s in SPLITS:
-            d = per.get(s, {"segments": 0, "words": 0, "chars": 0})
-            row += f"{d['segments']:>12,}{d['words']:>14,}{d['chars']:>14,}"
-        lines.append(row)
-    return "\n".join(lines)
-
-
-def format_cleaning(stats: dict) -> str:
-    """Rule x language table of removed/changed verses."""
-    keys = sorted({k for per in stats["cleaning"].values() for k in per})
-    width = max([len(k) for k in keys] + [6]) + 1
-    head = f"{'rule':<20}" + "".join(f"{k:>{width}}" for k in keys)
-    lines = [head, "-" * len(head)]
-    for rule, per in stats["cleaning"].items():
-        lines.append(f"{rule:<20}" + "".join(f"{per.get(k, 0):>{width},}" for k in keys))
-    return "\n".join(lines)
-
-
-# --------------------------------------------------------------------------------------------
-# Verification
-
-
-def verify_disjoint(data_dir: Path | str) -> dict[str, int]:
-    """Check that splits share no verse id and, per language, no normalised text.
-
-    Raises ``CorpusFormatError`` on overlap (or on misaligned files); returns the number of
-    distinct keys per split."""
-    ids: dict[str, set[str]] = {s: set() for s in SPLITS}
-    keys: dict[str, dict[str, set[str]]] = {s: defaultdict(set) for s in SPLITS}
-    for split in SPLITS:
-        for src, tgt in directions(data_dir, split):
-            pairs, pair_ids = load_direction(data_dir, split, src, tgt, with_ids=True)  # type: ignore[misc]
-            ids[split].update(i.split("@")[0] for i in pair_ids)
-            for s, t in pairs:
-                keys[split][src].add(clean.normalize_key(s))
-                keys[split][tgt].add(clean.normalize_key(t))
-    for a, b in itertools.combinations(SPLITS, 2):
-        common = ids[a] & ids[b]
-        if common:
-            raise CorpusFormatError(f"{a} and {b} share verse ids, e.g. {sorted(common)[:5]}")
-        for lang in set(keys[a]) & set(keys[b]):
-            common_k = keys[a][lang] & keys[b][lang]
-            if common_k:
-                raise CorpusFormatError(
-                    f"{a} and {b} share {len(common_k)} normalised {lang} segments, "
-                    f"e.g. {sorted(common_k)[:3]}"
-                )
-    return {s: len(ids[s]) for s in SPLITS}
 
 
 # --------------------------------------------------------------------------------------------

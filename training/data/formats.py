@@ -13,8 +13,6 @@
 
 from __future__ import annotations
 
-from lsmt_core.routes import route_key
-
 import hashlib
 import json
 import re
@@ -22,6 +20,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from lsmt_core.languages import SPLITS, SUPPORTED_LANGUAGES
+from lsmt_core.routes import route_key
 
 Direction = tuple[str, str]
 

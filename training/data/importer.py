@@ -6,8 +6,10 @@ import sys
 import time
 from pathlib import Path
 
+from lsmt_core.languages import SPLITS, SUPPORTED_LANGUAGES
+from lsmt_core.text import normalize_text
 from training.data import clean
-from training.data.corpus import FORMAT, text_stats
+from training.data.corpus import FORMAT
 from training.data.formats import (
     CorpusFormatError,
     check_lang,
@@ -23,8 +25,7 @@ from training.data.formats import (
     write_manifest,
     write_pairs,
 )
-from lsmt_core.languages import SPLITS, SUPPORTED_LANGUAGES
-from lsmt_core.text import normalize_text
+from training.data.report import text_stats
 
 
 def _read_text(path: Path) -> list[str]:
