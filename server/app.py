@@ -31,6 +31,7 @@ from .errors import (
     shutting_down,
     too_large_body,
 )
+from .failures import ServiceError
 from .libretranslate import router as lt_router
 from .metrics import Metrics
 from .openapi import install_openapi
@@ -135,7 +136,7 @@ async def _warm_up(st: AppState) -> None:
         try:
             await svc.translate([WARMUP_TEXT], src, tgt, opts, model=b.name)
             log.info("warm-up %s (%s) done", name, b.name)
-        except ApiError as exc:
+        except ServiceError as exc:
             st.warmup_errors[name] = exc.message
             log.error("warm-up %s failed: %s", name, exc.message)
         except Exception as exc:
