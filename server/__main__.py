@@ -45,9 +45,8 @@ def build_settings(args: argparse.Namespace) -> Settings:
 
 def open_bundles(settings: Settings):
     """Open every bundle or exit with a message saying what is missing or wrong."""
-    from .bundles import load_served_bundle
+    from .bundles import open_bundle_dirs
 
-    dirs = settings.bundle_dirs
     if not settings.bundles and not settings.default_bundle_dir.is_dir():
         sys.exit(
             f"error: no bundle directory given and the default model "
@@ -55,15 +54,13 @@ def open_bundles(settings: Settings):
             f"Export a bundle there (see model_export) or run: python -m server BUNDLE_DIR "
             f"(or set LSMT_BUNDLES / LSMT_DEFAULT_BUNDLE_DIR)."
         )
-    opened = []
-    for d in dirs:
-        if not d.is_dir():
-            sys.exit(f"error: bundle directory {d} does not exist.")
-        try:
-            opened.append(load_served_bundle(d))
-        except Exception as exc:
-            sys.exit(f"error: bundle {d} is not valid: {exc}")
-    return opened
+
+    def fail(path: Path, exc: Exception) -> None:
+        if not path.is_dir():
+            sys.exit(f"error: bundle directory {path} does not exist.")
+        sys.exit(f"error: bundle {path} is not valid: {exc}")
+
+    return open_bundle_dirs(settings.bundle_dirs, fail)
 
 
 def serve(app, host: str, port: int, settings: Settings, *, sockets=None) -> None:

@@ -3,6 +3,9 @@
 A key is read from ``Authorization: Bearer <key>``, ``X-API-Key: <key>``, the ``api_key``
 query parameter, or (LibreTranslate endpoints) the ``api_key`` body field.
 Missing key: 401 ``missing_api_key``; wrong key: 403 ``invalid_api_key``.
+``require_api_key`` is the dependency of ``/v1/translate`` (and the check the validation error
+handler makes first); the LibreTranslate endpoints check theirs in
+``routes.libretranslate.authenticated_fields``, which also reads the body's ``api_key``.
 """
 
 from __future__ import annotations
@@ -38,3 +41,12 @@ def check_key(keys: list[str], given: str | None) -> None:
         ok |= hmac.compare_digest(given_b, k.encode())
     if not ok:
         raise ApiError(403, "invalid_api_key", "The API key is not valid.")
+
+
+def require_api_key(request: Request) -> None:
+    """Dependency: the key sent in a header or the query, when keys are configured. It takes
+    nothing FastAPI would document as a parameter (the ways of sending a key are in the
+    docs, not in the OpenAPI document)."""
+    state = getattr(request.app.state, "lsmt", None)
+    if state is not None:
+        check_key(state.settings.api_keys, key_from_request(request))

@@ -8,6 +8,7 @@ attributes: ``name``, ``path``, ``manifest.languages``, ``routes``, ``engine_key
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -75,3 +76,18 @@ def load_served_bundle(path: Path) -> ServedBundle:
     from model_export.bundle import load_bundle
 
     return ServedBundle(load_bundle(Path(path)))
+
+
+def open_bundle_dirs(
+    paths: Iterable[Path], on_error: Callable[[Path, Exception], None]
+) -> list[ServedBundle]:
+    """Open each bundle directory in turn. One that cannot be opened goes to ``on_error`` with
+    the exception: the app records it (readiness reports it) and goes on, ``python -m server``
+    exits with the reason."""
+    opened = []
+    for path in paths:
+        try:
+            opened.append(load_served_bundle(path))
+        except Exception as exc:
+            on_error(Path(path), exc)
+    return opened

@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from lsmt_core.routes import route_key
+
 from .bundles import ServedBundle
 from .metrics import Metrics
 from .settings import Settings
@@ -232,7 +234,7 @@ class EngineRegistry:
                 {
                     "key": e.key,
                     "bundle": e.served.name,
-                    "routes": [f"{s}-{t}" for s, t in e.served.routes_of_key(e.key)],
+                    "routes": [route_key(r) for r in e.served.routes_of_key(e.key)],
                     "state": e.state.value,
                     "device": self.device
                     if e.state == State.LOADED

@@ -6,6 +6,11 @@
 ``code`` is stable and machine-readable; ``message`` says what was wrong and what is allowed.
 The LibreTranslate-compatible endpoints answer ``{"error": "<message>", "details": {...}}``
 instead, because LibreTranslate clients read ``error`` as a string.
+
+This module is where failures become HTTP: ``SERVICE_STATUS`` maps the translation service's
+failure kinds (``server.failures``) to status codes, ``ApiError`` is an HTTP-level failure (API
+key, body parsing, limits, unknown path), and ``install_error_handlers`` answers all of them,
+FastAPI's own errors and unexpected exceptions with the body above.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from . import failures
 
 log = logging.getLogger("server")
 
@@ -50,8 +57,21 @@ def bad_request(code: str, message: str, **extra: Any) -> ApiError:
     return ApiError(400, code, message, **extra)
 
 
-def too_large(code: str, message: str, **extra: Any) -> ApiError:
-    return ApiError(413, code, message, **extra)
+# The service's failure kinds as HTTP: their status; ``retry_after`` becomes ``Retry-After``.
+SERVICE_STATUS: dict[type[failures.ServiceError], int] = {
+    failures.InvalidRequest: 400,
+    failures.TooLarge: 413,
+    failures.Busy: 429,
+    failures.Unavailable: 503,
+    failures.TimedOut: 504,
+}
+
+
+def api_error(exc: failures.ServiceError) -> ApiError:
+    """The HTTP answer to a failure of the service: same code, message and details."""
+    status = next(SERVICE_STATUS[k] for k in type(exc).__mro__ if k in SERVICE_STATUS)
+    headers = {} if exc.retry_after is None else {"Retry-After": str(exc.retry_after)}
+    return ApiError(status, exc.code, exc.message, headers=headers, **exc.extra)
 
 
 def request_id_of(request: Request) -> str:
@@ -130,13 +150,17 @@ def internal_error(rid: str) -> ApiError:
     )
 
 
-def shutting_down() -> ApiError:
+def headers_too_large(size: int, limit: int) -> ApiError:
     return ApiError(
-        503,
-        "shutting_down",
-        "The server is shutting down; retry on another instance.",
-        headers={"Retry-After": "1"},
+        431,
+        "headers_too_large",
+        f"The request headers take {size} bytes; at most {limit} are allowed.",
+        limit=limit,
     )
+
+
+def shutting_down() -> ApiError:
+    return api_error(failures.shutting_down())
 
 
 def body_timeout(settings: Any) -> ApiError:
@@ -179,16 +203,19 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _api_error(request: Request, exc: ApiError):
         return error_response(request, exc)
 
+    @app.exception_handler(failures.ServiceError)
+    async def _service_error(request: Request, exc: failures.ServiceError):
+        return error_response(request, api_error(exc))
+
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError):
-        # FastAPI parses the body before the endpoint checks the key: check it here first, so
-        # an unauthenticated client learns nothing about how its body was parsed.
-        from .auth import check_key, key_from_request
+        # FastAPI parses the JSON body before it runs the endpoint's dependencies (the key
+        # check among them): check the key here first, so an unauthenticated client learns
+        # nothing about how its body was parsed.
+        from .auth import require_api_key
 
-        state = getattr(request.app.state, "lsmt", None)
         try:
-            if state is not None:
-                check_key(state.settings.api_keys, key_from_request(request))
+            require_api_key(request)
         except ApiError as auth_error:
             return error_response(request, auth_error)
         return error_response(request, validation_to_api_error(exc, request))

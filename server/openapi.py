@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from .schemas import LTDetectRequest, LTTranslateRequest
 from .settings import Settings
 
-# Request models referenced by ``$ref`` only (see libretranslate.request_body).
+# Request models referenced by ``$ref`` only (see routes.libretranslate.request_body).
 REFERENCED_MODELS: tuple[type[BaseModel], ...] = (LTTranslateRequest, LTDetectRequest)
 
 

@@ -1,13 +1,13 @@
-"""Translation service: validation, detection, splitting, batching, rejoining.
+"""Translation service: validation, detection, preparation, batching, rejoining.
 
-Used by ``/v1/translate``, the LibreTranslate endpoints and the warm-up.
+Used by ``/v1/translate``, the LibreTranslate endpoints and the warm-up. It fails with the
+kinds of ``server.failures`` (no HTTP status here: ``server.errors`` maps them).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -15,20 +15,19 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from lsmt_core.langid import LanguageDetector
+from lsmt_core.routes import route_key
 
 from .batching import Batcher, DecodeOptions, Hypothesis, Job, QueueFull, ShuttingDown
 from .bundles import ServedBundle
 from .engines import EngineRegistry, EngineUnavailable
-from .errors import ApiError, bad_request, shutting_down, too_large
+from .failures import Busy, InvalidRequest, TimedOut, TooLarge, Unavailable, shutting_down
 from .metrics import Metrics
 from .settings import Settings
-from .text import join_text, sentences_of, split_text
+from .text import Line, join_text, sentences_of, split_text
+from .validation import Options, validate_options, validate_texts
 
 AUTO = "auto"
 INLINE_PREP_CHARS = 2000  # larger requests are prepared in a worker thread
-
-# A lone surrogate cannot be encoded to UTF-8 (the tokenizer would fail on it).
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass
@@ -48,10 +47,21 @@ class TextResult:
 
 
 @dataclass
-class Options:
-    beam_size: int
-    num_alternatives: int
-    max_length: int
+class TextPlan:
+    """One text, prepared: its source language (given, or detected with ``confidence``) and,
+    unless it is already in the target language (``served`` None), its bundle, lines and
+    tokenized sentences."""
+
+    source: str
+    confidence: float | None
+    served: ServedBundle | None = None
+    lines: list[Line] | None = None
+    pieces: list[list[str]] | None = None
+
+
+# A job submitted to one engine's batcher: the (text, sentence) index of each of its
+# sentences, and the engine key.
+SubmittedJob = tuple[Job, list[tuple[int, int]], str]
 
 
 class TranslationService:
@@ -106,14 +116,14 @@ class TranslationService:
             return self.bundles
         named = [b for b in self.bundles if b.name == model]
         if not named:
-            raise bad_request(
+            raise InvalidRequest(
                 "unknown_model",
                 f"Unknown model {model!r}.",
                 allowed=[b.name for b in self.bundles],
             )
         return named
 
-    def _unsupported_route(self, src: str, tgt: str, model: str | None) -> ApiError:
+    def _unsupported_route(self, src: str, tgt: str, model: str | None) -> InvalidRequest:
         routes = sorted({r for b in self._candidates(model) for r in b.routes})
         sources = sorted({s for s, t in routes if t == tgt})
         if src == tgt:
@@ -125,97 +135,29 @@ class TranslationService:
             )
         else:
             msg = f"No model translates into {tgt!r}."
-        return bad_request("unsupported_route", msg, allowed=[f"{s}-{t}" for s, t in routes])
+        return InvalidRequest("unsupported_route", msg, allowed=[route_key(r) for r in routes])
 
     # Validation --------------------------------------------------------------------------
 
     def validate_options(
         self, beam_size: int | None, num_alternatives: int | None, max_length: int | None
     ) -> Options:
-        s = self.settings
-        n_alt = 0 if num_alternatives is None else num_alternatives
-        if not 0 <= n_alt <= s.max_alternatives:
-            raise bad_request(
-                "parameter_out_of_range",
-                f"num_alternatives={n_alt} is out of range; allowed 0..{s.max_alternatives}.",
-                parameter="num_alternatives",
-                allowed={"min": 0, "max": s.max_alternatives},
-            )
-        if beam_size is None:
-            beam = min(max(s.default_beam_size, n_alt + 1), s.max_beam_size)
-        else:
-            beam = beam_size
-        if not 1 <= beam <= s.max_beam_size:
-            raise bad_request(
-                "parameter_out_of_range",
-                f"beam_size={beam} is out of range; allowed 1..{s.max_beam_size}.",
-                parameter="beam_size",
-                allowed={"min": 1, "max": s.max_beam_size},
-            )
-        if beam < n_alt + 1:
-            raise bad_request(
-                "parameter_out_of_range",
-                f"num_alternatives={n_alt} needs beam_size >= {n_alt + 1} (got {beam}).",
-                parameter="beam_size",
-                allowed={"min": n_alt + 1, "max": s.max_beam_size},
-            )
-        max_len = s.default_max_length if max_length is None else max_length
-        if not 1 <= max_len <= s.max_length_limit:
-            raise bad_request(
-                "parameter_out_of_range",
-                f"max_length={max_len} is out of range; allowed 1..{s.max_length_limit}.",
-                parameter="max_length",
-                allowed={"min": 1, "max": s.max_length_limit},
-            )
-        return Options(beam, n_alt, max_len)
+        return validate_options(self.settings, beam_size, num_alternatives, max_length)
 
     def validate_texts(self, texts: list[str], *, limit_count: bool = True) -> None:
-        s = self.settings
-        if not texts:
-            raise bad_request("empty_text", "No text given: send at least one non-empty text.")
-        if limit_count and len(texts) > s.max_texts:
-            raise too_large(
-                "too_many_texts",
-                f"{len(texts)} texts in one request; at most {s.max_texts} are allowed.",
-                limit=s.max_texts,
-            )
-        for i, t in enumerate(texts):
-            if not t.strip():
-                raise bad_request(
-                    "empty_text",
-                    f"Text {i} is empty or whitespace only; every text must contain something "
-                    "to translate.",
-                    index=i,
-                )
-            bad = _SURROGATE.search(t)
-            if bad:
-                raise bad_request(
-                    "invalid_text",
-                    f"Text {i} holds a lone UTF-16 surrogate (U+{ord(bad.group()):04X}) at "
-                    f"character {bad.start()}: texts must be valid Unicode (escape "
-                    "characters outside the BMP as a surrogate pair, or send UTF-8).",
-                    index=i,
-                )
-            if len(t) > s.max_chars_per_text:
-                raise too_large(
-                    "text_too_long",
-                    f"Text {i} has {len(t)} characters; at most {s.max_chars_per_text} "
-                    "are allowed per text.",
-                    index=i,
-                    limit=s.max_chars_per_text,
-                )
+        validate_texts(self.settings, texts, limit_count=limit_count)
 
     def validate_languages(self, source: str, target: str, model: str | None) -> None:
         langs = sorted({lang for b in self._candidates(model) for lang in b.languages})
         if target not in langs:
-            raise bad_request(
+            raise InvalidRequest(
                 "unknown_language",
                 f"Unknown target language {target!r}. Allowed: {', '.join(langs)}.",
                 parameter="target",
                 allowed=langs,
             )
         if source != AUTO and source not in langs:
-            raise bad_request(
+            raise InvalidRequest(
                 "unknown_language",
                 f"Unknown source language {source!r}. Allowed: auto, {', '.join(langs)}.",
                 parameter="source",
@@ -235,7 +177,7 @@ class TranslationService:
         try:
             return self.detector.detect(text, cands)
         except ValueError:
-            raise bad_request(
+            raise InvalidRequest(
                 "detection_unavailable",
                 "The source language cannot be detected for this target; name it.",
                 allowed=sorted(cands - {target}),
@@ -265,7 +207,53 @@ class TranslationService:
             )
         return b
 
-    def _prepare(
+    async def translate(
+        self,
+        texts: list[str],
+        source: str,
+        target: str,
+        opts: Options,
+        model: str | None = None,
+        *,
+        limit_count: bool = True,
+        deadline: float | None = None,
+    ) -> list[TextResult]:
+        """Validate, prepare every text (detect, split, tokenize), decode every sentence in
+        one job per engine, and join the translated sentences back into texts."""
+        self.validate_texts(texts, limit_count=limit_count)
+        self.validate_languages(source, target, model)
+        if deadline is None:
+            deadline = time.monotonic() + self.settings.request_timeout_s
+        if source != AUTO:  # a full queue is refused before the expensive preparation
+            served = self.bundle_for(source, target, model)
+            if self.batcher(served, (source, target)).is_full():
+                raise self._queue_full()
+        plans = await self._prepare(texts, source, target, model, deadline)
+        decode = DecodeOptions(opts.beam_size, opts.num_alternatives + 1, opts.max_length)
+        jobs = await self._decode(plans, target, decode, deadline)
+        return self._join(texts, plans, jobs, target, opts.num_alternatives)
+
+    async def _prepare(
+        self, texts: list[str], source: str, target: str, model: str | None, deadline: float
+    ) -> list[TextPlan]:
+        t0 = time.perf_counter()
+        stop = threading.Event()  # set when nobody waits for the preparation any more
+        try:
+            if sum(len(t) for t in texts) > INLINE_PREP_CHARS:
+                # Splitting and tokenizing a large request takes a while: do it in a thread so
+                # the event loop keeps serving other requests, within the request's deadline.
+                prep = asyncio.to_thread(self._plan, texts, source, target, model, deadline, stop)
+                plans = await asyncio.wait_for(prep, max(deadline - time.monotonic(), 0.001))
+            else:
+                plans = self._plan(texts, source, target, model, deadline)
+        except TimeoutError:
+            raise self._timeout() from None
+        finally:
+            stop.set()
+        self.metrics.stage_latency.labels("tokenize").observe(time.perf_counter() - t0)
+        return plans
+
+    def _plan(
         self,
         texts: list[str],
         source: str,
@@ -273,7 +261,7 @@ class TranslationService:
         model: str | None,
         deadline: float | None = None,
         stop: threading.Event | None = None,
-    ):
+    ) -> list[TextPlan]:
         """Per text: source language (detected per text), lines, tokenized sentences. Past
         ``deadline``, or once ``stop`` is set (the client went away), it stops between texts
         with TimeoutError, so the work of an abandoned request does not go on in its thread."""
@@ -288,91 +276,47 @@ class TranslationService:
             if source == AUTO:
                 src, conf = self.detect(text, target, model)
             if src == target:  # already in the target language
-                plans.append((src, conf, None, None, None))
+                plans.append(TextPlan(src, conf))
                 continue
             served = self.bundle_for(src, target, model)
             lines = split_text(text, src)
-            sents = sentences_of(lines)
-            pieces = [served.encode(s, src, target) for s in sents]
+            pieces = [served.encode(s, src, target) for s in sentences_of(lines)]
             for j, p in enumerate(pieces):
                 if len(p) > served.max_source_positions:
-                    raise too_large(
+                    raise TooLarge(
                         "text_too_long",
                         f"Sentence {j} of text {i} has {len(p)} tokens; the model accepts at "
                         f"most {served.max_source_positions} tokens per sentence. Split it.",
                         index=i,
                         limit_tokens=served.max_source_positions,
                     )
-            plans.append((src, conf, served, lines, pieces))
+            plans.append(TextPlan(src, conf, served, lines, pieces))
         return plans
 
-    async def translate(
-        self,
-        texts: list[str],
-        source: str,
-        target: str,
-        opts: Options,
-        model: str | None = None,
-        *,
-        limit_count: bool = True,
-        deadline: float | None = None,
-    ) -> list[TextResult]:
-        self.validate_texts(texts, limit_count=limit_count)
-        self.validate_languages(source, target, model)
-        if deadline is None:
-            deadline = time.monotonic() + self.settings.request_timeout_s
-
-        if source != AUTO:  # a full queue is refused before the expensive preparation
-            served = self.bundle_for(source, target, model)
-            if self.batcher(served, (source, target)).is_full():
-                raise self._queue_full()
-
-        t0 = time.perf_counter()
-        stop = threading.Event()  # set when nobody waits for the preparation any more
-        try:
-            if sum(len(t) for t in texts) > INLINE_PREP_CHARS:
-                # Splitting and tokenizing a large request takes a while: do it in a thread so
-                # the event loop keeps serving other requests, within the request's deadline.
-                prep = asyncio.to_thread(
-                    self._prepare, texts, source, target, model, deadline, stop
-                )
-                plans = await asyncio.wait_for(prep, max(deadline - time.monotonic(), 0.001))
-            else:
-                plans = self._prepare(texts, source, target, model, deadline)
-        except TimeoutError:
-            raise self._timeout() from None
-        finally:
-            stop.set()
-        self.metrics.stage_latency.labels("tokenize").observe(time.perf_counter() - t0)
-
-        # One job per engine with every sentence of every text that goes there.
-        decode = DecodeOptions(opts.beam_size, opts.num_alternatives + 1, opts.max_length)
-        jobs: list[tuple[Job, list[tuple[int, int]], str]] = []
+    async def _decode(
+        self, plans: list[TextPlan], target: str, decode: DecodeOptions, deadline: float
+    ) -> list[SubmittedJob]:
+        """One job per engine with every sentence of every text that goes there, all done
+        within ``deadline``. On any failure, the client going away or the graceful-shutdown
+        time running out (CancelledError) included, the queued sentences are dropped, not
+        translated for nobody."""
+        jobs: list[SubmittedJob] = []
         try:
             groups: dict[str, tuple[Batcher, list[tuple[int, int]], list[list[str]]]] = {}
-            for i, (src, _, served, _, pieces) in enumerate(plans):
-                if served is None:
+            for i, plan in enumerate(plans):
+                if plan.served is None:
                     continue
-                route = (src, target)
-                self.registry.check(served, route)  # a failed key answers 503 at once
-                b = self.batcher(served, route)
+                route = (plan.source, target)
+                self.registry.check(plan.served, route)  # a failed key answers 503 at once
+                b = self.batcher(plan.served, route)
                 entry = groups.setdefault(b.key, (b, [], []))
-                for j, p in enumerate(pieces):
+                for j, p in enumerate(plan.pieces or []):
                     entry[1].append((i, j))
                     entry[2].append(p)
             for key, (b, index, sources) in groups.items():
                 jobs.append((b.submit(sources, decode), index, key))
             if jobs:
-                done, pending = await asyncio.wait(
-                    [job.future for job, _, _ in jobs],
-                    timeout=max(deadline - time.monotonic(), 0.001),
-                    return_when=asyncio.FIRST_EXCEPTION,
-                )
-                failed = next((f.exception() for f in done if f.exception()), None)
-                if failed is not None:
-                    raise failed
-                if pending:
-                    raise TimeoutError
+                await self._wait(jobs, deadline)
         except QueueFull:
             self._cancel(jobs)
             raise self._queue_full() from None
@@ -383,11 +327,10 @@ class TranslationService:
             self._cancel(jobs)
             self.metrics.rejected.labels("engine_unavailable").inc()
             retry = max(1, round(exc.retry_after))
-            raise ApiError(
-                503,
+            raise Unavailable(
                 "engine_unavailable",
                 f"The model for this route is unavailable: {exc.reason}",
-                headers={"Retry-After": str(retry)},
+                retry_after=retry,
                 engine=exc.key,
                 retry_after_s=retry,
             ) from None
@@ -395,12 +338,35 @@ class TranslationService:
             self._cancel(jobs)
             raise shutting_down() from None
         except BaseException:
-            # Also when the client went away or the graceful-shutdown time ran out
-            # (CancelledError): the queued sentences are dropped, not translated for nobody.
             self._cancel(jobs)
             raise
+        return jobs
 
-        # Detokenize and rejoin.
+    @staticmethod
+    async def _wait(jobs: list[SubmittedJob], deadline: float) -> None:
+        """Until every job is done; a job's failure is raised, and TimeoutError past
+        ``deadline``."""
+        done, pending = await asyncio.wait(
+            [job.future for job, _, _ in jobs],
+            timeout=max(deadline - time.monotonic(), 0.001),
+            return_when=asyncio.FIRST_EXCEPTION,
+        )
+        failed = next((f.exception() for f in done if f.exception()), None)
+        if failed is not None:
+            raise failed
+        if pending:
+            raise TimeoutError
+
+    def _join(
+        self,
+        texts: list[str],
+        plans: list[TextPlan],
+        jobs: list[SubmittedJob],
+        target: str,
+        num_alternatives: int,
+    ) -> list[TextResult]:
+        """Detokenize every sentence's hypotheses and rejoin them into texts: the best one,
+        then each alternative (a sentence with fewer hypotheses repeats its best)."""
         t1 = time.perf_counter()
         sent_hyps: dict[tuple[int, int], list[Hypothesis]] = {}
         engine_of: dict[int, str] = {}
@@ -410,14 +376,14 @@ class TranslationService:
                 sent_hyps[(i, j)] = hyps
                 engine_of[i] = key
         out: list[TextResult] = []
-        for i, (src, conf, served, lines, pieces) in enumerate(plans):
-            if served is None:
-                out.append(TextResult(texts[i], src, conf, None, [], None))
+        for i, plan in enumerate(plans):
+            served, lines = plan.served, plan.lines
+            if served is None or lines is None or plan.pieces is None:
+                out.append(TextResult(texts[i], plan.source, plan.confidence, None, [], None))
                 continue
-            n = len(pieces)
-            per_sent = [sent_hyps[(i, j)] for j in range(n)]
+            per_sent = [sent_hyps[(i, j)] for j in range(len(plan.pieces))]
             variants = []
-            for k in range(opts.num_alternatives + 1):
+            for k in range(num_alternatives + 1):
                 sents, scores = [], []
                 for hyps in per_sent:
                     h = hyps[k] if k < len(hyps) else hyps[0]
@@ -428,24 +394,24 @@ class TranslationService:
                 )
             best, score = variants[0]
             alts = [Alternative(t, s) for t, s in variants[1:]]
-            out.append(TextResult(best, src, conf, score, alts, engine_of.get(i)))
+            out.append(
+                TextResult(best, plan.source, plan.confidence, score, alts, engine_of.get(i))
+            )
         self.metrics.stage_latency.labels("detokenize").observe(time.perf_counter() - t1)
         return out
 
-    def _queue_full(self) -> ApiError:
+    def _queue_full(self) -> Busy:
         self.metrics.rejected.labels("queue_full").inc()
-        return ApiError(
-            429,
+        return Busy(
             "queue_full",
             "The server is busy (translation queue full); retry after the indicated delay.",
-            headers={"Retry-After": str(self.settings.retry_after_s)},
+            retry_after=self.settings.retry_after_s,
             limit=self.settings.queue_size,
         )
 
-    def _timeout(self) -> ApiError:
+    def _timeout(self) -> TimedOut:
         self.metrics.rejected.labels("timeout").inc()
-        return ApiError(
-            504,
+        return TimedOut(
             "timeout",
             f"The translation did not finish within {self.settings.request_timeout_s:g} s.",
             limit_s=self.settings.request_timeout_s,

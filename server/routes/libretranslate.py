@@ -15,17 +15,18 @@ import html
 import json
 import re
 import time
-from typing import Any, TypeVar, get_args
+from typing import Annotated, Any, TypeVar, get_args
 from urllib.parse import parse_qs
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 
-from .auth import check_key, key_from_request
-from .bundles import language_name
-from .errors import ApiError, bad_request
-from .schemas import (
+from ..auth import check_key, key_from_request
+from ..bundles import language_name
+from ..dependencies import ServiceDep, StateDep
+from ..errors import ApiError, bad_request
+from ..schemas import (
     LT_DETECT_ERRORS,
     LT_TRANSLATE_ERRORS,
     LTDetected,
@@ -34,6 +35,7 @@ from .schemas import (
     LTTranslateRequest,
     LTTranslateResponse,
 )
+from ..service import TranslationService
 
 router = APIRouter(tags=["LibreTranslate compatible"])
 
@@ -80,12 +82,13 @@ async def read_fields(request: Request) -> dict[str, Any]:
     return fields
 
 
-async def authenticated_fields(request: Request) -> dict[str, Any]:
-    """The body's fields, once the client is authenticated. A key in a header is checked
-    before the body is parsed; a key in the body (``api_key``, as LibreTranslate clients send
-    it) after. A body that cannot be parsed from a client with no header key answers 401 when
-    keys are required: an unauthenticated client learns nothing about parsing."""
-    keys = request.app.state.lsmt.settings.api_keys
+async def authenticated_fields(request: Request, st: StateDep) -> dict[str, Any]:
+    """Dependency: the body's fields, once the client is authenticated. A key in a header is
+    checked before the body is parsed; a key in the body (``api_key``, as LibreTranslate
+    clients send it) after. A body that cannot be parsed from a client with no header key
+    answers 401 when keys are required: an unauthenticated client learns nothing about
+    parsing."""
+    keys = st.settings.api_keys
     header_key = key_from_request(request)
     if header_key is not None:
         check_key(keys, header_key)
@@ -99,6 +102,9 @@ async def authenticated_fields(request: Request) -> dict[str, Any]:
         body_key = fields.get("api_key")
         check_key(keys, body_key if isinstance(body_key, str) else None)
     return fields
+
+
+Fields = Annotated[dict[str, Any], Depends(authenticated_fields)]
 
 
 def request_body(model: type[BaseModel]) -> dict[str, Any]:
@@ -158,9 +164,8 @@ def parse_fields(model: type[BodyModel], fields: dict[str, Any]) -> BodyModel:
     responses={200: {"model": LTTranslateResponse}, **LT_TRANSLATE_ERRORS},
     openapi_extra=request_body(LTTranslateRequest),
 )
-async def lt_translate(request: Request):
-    st = request.app.state.lsmt
-    req = parse_fields(LTTranslateRequest, await authenticated_fields(request))
+async def lt_translate(fields: Fields, st: StateDep):
+    req = parse_fields(LTTranslateRequest, fields)
     single = isinstance(req.q, str)
     texts = [req.q] if single else req.q
     source, target = req.source, req.target
@@ -228,8 +233,7 @@ async def _translate_html(svc, doc: str, source, target, opts, deadline) -> dict
     return item
 
 
-def _languages(request: Request) -> list[dict[str, Any]]:
-    svc = request.app.state.lsmt.service
+def _languages(svc: TranslationService) -> list[dict[str, Any]]:
     return [
         {"code": c, "name": language_name(c), "targets": svc.targets_for(c)} for c in svc.languages
     ]
@@ -242,13 +246,13 @@ _LANGUAGES = {
 
 
 @router.get("/languages", **_LANGUAGES)
-async def lt_languages_get(request: Request):
-    return _languages(request)
+async def lt_languages_get(svc: ServiceDep):
+    return _languages(svc)
 
 
 @router.post("/languages", **_LANGUAGES)
-async def lt_languages_post(request: Request):
-    return _languages(request)
+async def lt_languages_post(svc: ServiceDep):
+    return _languages(svc)
 
 
 @router.post(
@@ -257,15 +261,11 @@ async def lt_languages_post(request: Request):
     responses={200: {"model": list[LTDetected]}, **LT_DETECT_ERRORS},
     openapi_extra=request_body(LTDetectRequest),
 )
-async def lt_detect(request: Request):
-    st = request.app.state.lsmt
-    req = parse_fields(LTDetectRequest, await authenticated_fields(request))
+async def lt_detect(fields: Fields, svc: ServiceDep):
+    req = parse_fields(LTDetectRequest, fields)
     if not req.q.strip():
         raise bad_request("empty_text", "Field 'q' must be a non-empty string.", parameter="q")
-    st.service.validate_texts([req.q])  # length, valid Unicode: the rules of /v1/translate
+    svc.validate_texts([req.q])  # length, valid Unicode: the rules of /v1/translate
     return JSONResponse(
-        [
-            {"confidence": round(100 * c, 2), "language": lang}
-            for lang, c in st.service.detect_any(req.q)
-        ]
+        [{"confidence": round(100 * c, 2), "language": lang} for lang, c in svc.detect_any(req.q)]
     )

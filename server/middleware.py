@@ -1,0 +1,226 @@
+"""The ASGI middleware around the whole app: request id, header and body size limits, body
+read timeout, dropping the work of clients that went away, the JSON 503 when shutdown cuts a
+request short, request metrics, and a last-resort 500 without internals."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import time
+import uuid
+
+from .errors import (
+    ApiError,
+    BodyReadTimeout,
+    body_timeout,
+    error_content,
+    headers_too_large,
+    internal_error,
+    shutting_down,
+    too_large_body,
+)
+from .state import AppState
+
+log = logging.getLogger("server")
+
+_STATIC_ENDPOINTS = frozenset({"/docs", "/redoc", "/openapi.json", "/docs/oauth2-redirect"})
+_RID_OK = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
+# nginx's status for "client closed the connection before the answer": only in metrics/logs.
+CLIENT_CLOSED_REQUEST = 499
+
+
+def _with_body_timeout(receive, timeout_s: float):
+    """``receive`` that waits at most ``timeout_s`` for each part of the request body, so a
+    client dripping its body cannot hold a connection for ever; once the body is complete
+    it waits as long as needed (disconnect detection)."""
+    done = False
+
+    async def timed():
+        nonlocal done
+        if done:
+            return await receive()
+        try:
+            message = await asyncio.wait_for(receive(), timeout_s)
+        except TimeoutError:
+            raise BodyReadTimeout from None
+        if message["type"] != "http.request" or not message.get("more_body", False):
+            done = True
+        return message
+
+    return timed
+
+
+class _DisconnectWatch:
+    """Once the request body has been read, watches the connection for the client going
+    away and then cancels the request's task: a disconnected client's queued work is dropped
+    (uvicorn does not cancel a request whose client has left)."""
+
+    def __init__(self, receive, task: asyncio.Task) -> None:
+        self._receive = receive
+        self._task = task
+        self._watcher: asyncio.Task | None = None
+        self.client_gone = False
+        self.response_done = False
+
+    async def receive(self):
+        """The ``receive`` the app sees."""
+        if self._watcher is not None:  # body read: the watcher owns the connection now
+            await asyncio.shield(self._watcher)
+            return {"type": "http.disconnect"}
+        message = await self._receive()
+        if message["type"] == "http.request" and not message.get("more_body", False):
+            self._watcher = asyncio.create_task(self._watch())
+        return message
+
+    async def _watch(self) -> None:
+        while (await self._receive())["type"] != "http.disconnect":
+            pass
+        if not self.response_done:  # uvicorn also says disconnect once the response is sent
+            self.client_gone = True
+            self._task.cancel()
+
+    def stop(self) -> None:
+        if self._watcher is not None and not self._watcher.done():
+            self._watcher.cancel()
+
+
+class RequestContextMiddleware:
+    """Request id, size limits, body read timeout, dropping the work of clients that went
+    away, the JSON 503 when shutdown cuts a request short, metrics, and a last-resort 500
+    without internals."""
+
+    def __init__(self, app, state: AppState) -> None:
+        self.app = app
+        self.state = state
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        st = self.state
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        rid = headers.get("x-request-id", "")
+        if not _RID_OK.match(rid):
+            rid = uuid.uuid4().hex
+        scope.setdefault("state", {})["request_id"] = rid
+        path = scope.get("path", "")
+        t0 = time.perf_counter()
+        status_holder = {"status": 500, "started": False}
+        st.metrics.in_flight.inc()
+        st.http_in_flight += 1
+
+        async def send_wrapper(message):
+            if message["type"] == "http.response.start":
+                status_holder["status"] = message["status"]
+                status_holder["started"] = True
+                hdrs = list(message.get("headers", []))
+                if not any(k.lower() == b"x-request-id" for k, _ in hdrs):
+                    hdrs.append((b"x-request-id", rid.encode()))
+                message = {**message, "headers": hdrs}
+            elif message["type"] == "http.response.body" and not message.get("more_body"):
+                watch.response_done = True
+            await send(message)
+
+        receive = _with_body_timeout(receive, st.settings.body_read_timeout_s)
+        header_bytes = sum(len(k) + len(v) + 4 for k, v in scope["headers"])
+        watch = _DisconnectWatch(receive, asyncio.current_task())
+        try:
+            if header_bytes > st.settings.max_header_bytes:
+                # h11 refuses larger headers only while they are incomplete; whatever arrived
+                # in one read is bounded here, with a JSON answer.
+                limit = st.settings.max_header_bytes
+                await _send_error(send_wrapper, path, headers_too_large(header_bytes, limit), rid)
+                return
+            limit = st.settings.max_request_bytes
+            clen = headers.get("content-length")
+            too_big = False
+            if clen is not None:
+                try:
+                    too_big = int(clen) > limit
+                except ValueError:
+                    too_big = False
+            elif headers.get("transfer-encoding", "").lower() == "chunked":
+                body, too_big = await _read_limited(receive, limit)
+                if not too_big:
+                    watch = _DisconnectWatch(_replay(body, receive), asyncio.current_task())
+            if too_big:
+                await _send_error(send_wrapper, path, too_large_body(limit), rid)
+            else:
+                await self.app(scope, watch.receive, send_wrapper)
+        except asyncio.CancelledError:
+            if watch.client_gone:
+                status_holder["status"] = CLIENT_CLOSED_REQUEST
+                log.info("client went away; request dropped request_id=%s path=%s", rid, path)
+            elif not status_holder["started"]:
+                # uvicorn cancels the requests still running when the graceful-shutdown time
+                # is over: they get the documented JSON 503, not a plain-text 500.
+                await _send_error(send_wrapper, path, shutting_down(), rid)
+            # The cancellation was for this request alone: the task ends normally.
+        except BodyReadTimeout:  # a stalled chunked body, read here before the app sees it
+            if not status_holder["started"]:
+                await _send_error(send_wrapper, path, body_timeout(st.settings), rid)
+        except Exception:
+            log.exception("unhandled error request_id=%s path=%s", rid, path)
+            if not status_holder["started"]:
+                await _send_error(send_wrapper, path, internal_error(rid), rid)
+        finally:
+            watch.stop()
+            st.metrics.in_flight.dec()
+            st.http_in_flight -= 1
+            route = scope.get("route")
+            endpoint = getattr(route, "path", None)
+            if endpoint is None:
+                endpoint = path if path in _STATIC_ENDPOINTS else "unmatched"
+            status = str(status_holder["status"])
+            dt = time.perf_counter() - t0
+            st.metrics.requests.labels(endpoint, status).inc()
+            st.metrics.request_latency.labels(endpoint, status).observe(dt)
+
+
+async def _read_limited(receive, limit: int) -> tuple[bytes, bool]:
+    chunks, size = [], 0
+    while True:
+        msg = await receive()
+        if msg["type"] != "http.request":
+            break
+        chunk = msg.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return b"", True
+        chunks.append(chunk)
+        if not msg.get("more_body", False):
+            break
+    return b"".join(chunks), False
+
+
+def _replay(body: bytes, receive):
+    """``receive`` that gives the already-read ``body`` first, then the connection's own
+    messages (the client going away)."""
+    sent = False
+
+    async def replay():
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+async def _send_error(send, path: str, err: ApiError, rid: str) -> None:
+    """An error answered from the middleware (outside FastAPI's handlers), same JSON body."""
+    body = json.dumps(error_content(path, err, rid)).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": err.status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                *((k.lower().encode(), v.encode()) for k, v in err.headers.items()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})

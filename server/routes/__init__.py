@@ -1,0 +1,10 @@
+"""The app's routers, one per group of endpoints (its OpenAPI tag):
+
+- ``translate``: ``POST /v1/translate``
+- ``catalogue``: ``GET /v1/languages``, ``GET /v1/models``
+- ``operations``: ``GET /healthz``, ``/readyz``, ``/metrics``
+- ``libretranslate``: ``POST /translate``, ``GET|POST /languages``, ``POST /detect``
+
+The web page's router is ``server.web.router``. ``server.app.create_app`` includes them in
+this order (the OpenAPI document lists operations in it).
+"""

@@ -1,0 +1,81 @@
+"""``GET /healthz`` (liveness), ``/readyz`` (readiness: bundles, warm-up, failed engines,
+damaged module files; 503 until ready) and ``/metrics`` (Prometheus). Never behind a key."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from lsmt_core.routes import route_key
+
+from ..dependencies import StateDep
+from ..engines import State
+from ..schemas import HealthResponse, ReadinessResponse
+from ..state import damaged_files
+
+router = APIRouter(tags=["operations"])
+
+
+@router.get("/healthz", response_model=HealthResponse)
+async def healthz(st: StateDep) -> dict[str, Any]:
+    return {"status": "ok", "uptime_s": round(time.time() - st.started_at, 3)}
+
+
+@router.get(
+    "/readyz",
+    responses={
+        200: {"model": ReadinessResponse, "description": "Ready (status ready/degraded)."},
+        503: {"model": ReadinessResponse, "description": "Not ready yet, or broken."},
+    },
+)
+async def readyz(st: StateDep):
+    failed = {e.key: e.error for e in st.registry.engines.values() if e.state == State.FAILED}
+    problems = []
+    if st.bundle_errors:
+        problems.append("invalid bundle(s)")
+    if not st.bundles:
+        problems.append("no bundle loaded")
+    if not st.warmup_done:
+        problems.append("warm-up not finished")
+    if st.warmup_errors:
+        problems.append("warm-up failed")
+    ready = not problems
+    damaged = damaged_files(st)
+    healthy = not failed and not damaged
+    status = "ready" if ready and healthy else ("degraded" if ready else "not_ready")
+    body = {
+        "status": status,
+        "ready": ready,
+        "problems": problems,
+        "bundles": {
+            **{b.name: "ok" for b in st.bundles},
+            **{p: f"invalid: {m}" for p, m in st.bundle_errors.items()},
+        },
+        "warmup": {
+            "done": st.warmup_done,
+            "routes": [route_key(r) for _, r in st.warmup_routes],
+            "errors": st.warmup_errors,
+        },
+        "failed_engines": failed,
+        "damaged_files": damaged,
+    }
+    return JSONResponse(body, status_code=200 if ready else 503)
+
+
+@router.get(
+    "/metrics",
+    response_class=Response,
+    responses={
+        200: {
+            "description": "Prometheus text exposition format.",
+            "content": {"text/plain": {"schema": {"type": "string"}}},
+        }
+    },
+)
+async def metrics(st: StateDep) -> Response:
+    st.registry._update_gauges()
+    return Response(generate_latest(st.metrics.registry), media_type=CONTENT_TYPE_LATEST)

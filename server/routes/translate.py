@@ -1,0 +1,53 @@
+"""``POST /v1/translate``: one text or a list, with the service's results as the documented
+response. The API key is checked (a route dependency) before the body is validated."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Request
+
+from ..auth import require_api_key
+from ..dependencies import ServiceDep
+from ..schemas import (
+    ERROR_RESPONSES,
+    Alternative,
+    DetectedLanguage,
+    TranslateRequest,
+    TranslateResponse,
+    Translation,
+)
+from ..service import TextResult
+
+router = APIRouter(tags=["translation"])
+
+
+@router.post(
+    "/v1/translate",
+    response_model=TranslateResponse,
+    responses=ERROR_RESPONSES,
+    summary="Translate one text or a list of texts",
+    dependencies=[Depends(require_api_key)],
+)
+async def translate(req: TranslateRequest, request: Request, svc: ServiceDep) -> TranslateResponse:
+    texts = [req.text] if isinstance(req.text, str) else list(req.text)
+    opts = svc.validate_options(req.beam_size, req.num_alternatives, req.max_length)
+    results = await svc.translate(texts, req.source, req.target, opts, req.model)
+    models = sorted({r.engine.split(":", 1)[0] for r in results if r.engine})
+    return TranslateResponse(
+        translations=[_translation(r) for r in results],
+        target=req.target,
+        model=",".join(models) or None,
+        request_id=request.state.request_id,
+    )
+
+
+def _translation(r: TextResult) -> Translation:
+    return Translation(
+        text=r.text,
+        source=r.source,
+        detected=DetectedLanguage(language=r.source, confidence=r.detected_confidence)
+        if r.detected_confidence is not None
+        else None,
+        score=r.score,
+        alternatives=[Alternative(text=a.text, score=a.score) for a in r.alternatives],
+        engine=r.engine,
+    )

@@ -1,0 +1,116 @@
+"""The app's state (``app.state.lsmt``, given to endpoints by ``server.dependencies``) and
+what fills it at startup: the bundles opened, the warm-up planned and run; and the damaged
+module files readiness reports."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from lsmt_core.routes import route_key
+
+from .bundles import ServedBundle, open_bundle_dirs
+from .engines import EngineRegistry
+from .failures import ServiceError
+from .metrics import Metrics
+from .service import TranslationService
+from .settings import Settings
+
+log = logging.getLogger("server")
+
+WARMUP_TEXT = "Hello."
+
+
+@dataclass
+class AppState:
+    settings: Settings
+    metrics: Metrics
+    bundles: list[ServedBundle] = field(default_factory=list)
+    bundle_errors: dict[str, str] = field(default_factory=dict)
+    registry: EngineRegistry | None = None
+    service: TranslationService | None = None
+    executor: ThreadPoolExecutor | None = None
+    warmup_routes: list[tuple[ServedBundle, tuple[str, str]]] = field(default_factory=list)
+    warmup_done: bool = False
+    warmup_errors: dict[str, str] = field(default_factory=dict)
+    warmup_task: asyncio.Task | None = None
+    started_at: float = field(default_factory=time.time)
+    http_in_flight: int = 0  # requests inside the app (the batchers' early-dispatch hint)
+
+
+def load_bundles(st: AppState, bundles: list[Any] | None) -> None:
+    """The injected ``bundles`` (tests, embedding), else the configured directories; a
+    bundle that cannot be opened is recorded for readiness, not fatal."""
+    if bundles is not None:
+        st.bundles = [b if isinstance(b, ServedBundle) else ServedBundle(b) for b in bundles]
+    else:
+
+        def record(path, exc: Exception) -> None:
+            st.bundle_errors[str(path)] = f"{type(exc).__name__}: {exc}"
+            log.error("bundle %s is invalid: %s", path, exc)
+
+        st.bundles.extend(open_bundle_dirs(st.settings.bundle_dirs, record))
+    for b in st.bundles:
+        for key in b.engine_keys:
+            st.metrics.init_engine(key)
+    for name, problems in damaged_files(st).items():
+        log.error("bundle %s has damaged module files: %s", name, problems)
+
+
+def damaged_files(st: AppState) -> dict[str, dict[str, str]]:
+    """Bundle name -> {file: problem} for files missing or not of their recorded size: a
+    damaged module fails only its routes, and readiness says so from the start (a stat per
+    file, so /readyz checks it on every call)."""
+    out = {}
+    for b in st.bundles:
+        problems = b.bundle.check_sizes() if hasattr(b.bundle, "check_sizes") else {}
+        if problems:
+            out[b.name] = problems
+    return out
+
+
+def warmup_plan(st: AppState) -> list[tuple[ServedBundle, tuple[str, str]]]:
+    """The routes to warm up: ``warmup_routes`` (none: the first route of each bundle;
+    ``all``: every route); a wanted route no bundle serves is recorded as a warm-up error."""
+    wanted = st.settings.warmup_routes
+    plan = []
+    if wanted is None:
+        for b in st.bundles:
+            if b.routes:
+                plan.append((b, b.routes[0]))
+        return plan
+    if [w.lower() for w in wanted] == ["all"]:
+        return [(b, r) for b in st.bundles for r in b.routes]
+    for w in wanted:
+        src, _, tgt = w.partition("-")
+        for b in st.bundles:
+            if (src, tgt) in b.route_set:
+                plan.append((b, (src, tgt)))
+                break
+        else:
+            st.warmup_errors[w] = "no bundle serves this route"
+    return plan
+
+
+async def warm_up(st: AppState) -> None:
+    """Load the language-ID model and translate one short text on each planned route."""
+    svc = st.service
+    assert svc is not None
+    await asyncio.to_thread(lambda: svc.detector)  # load the language-ID model off the loop
+    opts = svc.validate_options(1, 0, 16)
+    for b, (src, tgt) in st.warmup_routes:
+        name = route_key((src, tgt))
+        try:
+            await svc.translate([WARMUP_TEXT], src, tgt, opts, model=b.name)
+            log.info("warm-up %s (%s) done", name, b.name)
+        except ServiceError as exc:
+            st.warmup_errors[name] = exc.message
+            log.error("warm-up %s failed: %s", name, exc.message)
+        except Exception as exc:
+            st.warmup_errors[name] = f"{type(exc).__name__}: {exc}"
+            log.exception("warm-up %s failed", name)
+    st.warmup_done = True

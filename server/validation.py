@@ -1,0 +1,92 @@
+"""What the service checks before any work, from the settings alone: the decoding options
+(beam size, alternatives, output length) and the texts (count, emptiness, Unicode, length).
+
+The checks that need the bundles (languages, routes, models) are ``TranslationService``'s.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .failures import InvalidRequest, TooLarge
+from .settings import Settings
+
+# A lone surrogate cannot be encoded to UTF-8 (the tokenizer would fail on it).
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+@dataclass
+class Options:
+    beam_size: int
+    num_alternatives: int
+    max_length: int
+
+
+def check_range(parameter: str, value: int, low: int, high: int, message: str = "") -> None:
+    """``low <= value <= high``, or the 400 ``parameter_out_of_range`` naming the parameter
+    and its allowed range (``message`` replaces the default wording)."""
+    if not low <= value <= high:
+        raise InvalidRequest(
+            "parameter_out_of_range",
+            message or f"{parameter}={value} is out of range; allowed {low}..{high}.",
+            parameter=parameter,
+            allowed={"min": low, "max": high},
+        )
+
+
+def validate_options(
+    s: Settings, beam_size: int | None, num_alternatives: int | None, max_length: int | None
+) -> Options:
+    """The decoding options with the server's defaults filled in, each within its range."""
+    n_alt = 0 if num_alternatives is None else num_alternatives
+    check_range("num_alternatives", n_alt, 0, s.max_alternatives)
+    if beam_size is None:
+        beam = min(max(s.default_beam_size, n_alt + 1), s.max_beam_size)
+    else:
+        beam = beam_size
+    check_range("beam_size", beam, 1, s.max_beam_size)
+    # Alternatives come from the beam: it must hold one more hypothesis than they need.
+    needs = f"num_alternatives={n_alt} needs beam_size >= {n_alt + 1} (got {beam})."
+    check_range("beam_size", beam, n_alt + 1, s.max_beam_size, needs)
+    max_len = s.default_max_length if max_length is None else max_length
+    check_range("max_length", max_len, 1, s.max_length_limit)
+    return Options(beam, n_alt, max_len)
+
+
+def validate_texts(s: Settings, texts: list[str], *, limit_count: bool = True) -> None:
+    """At least one text, at most ``max_texts`` (when ``limit_count``), each holding something
+    to translate, valid Unicode and at most ``max_chars_per_text`` characters."""
+    if not texts:
+        raise InvalidRequest("empty_text", "No text given: send at least one non-empty text.")
+    if limit_count and len(texts) > s.max_texts:
+        raise TooLarge(
+            "too_many_texts",
+            f"{len(texts)} texts in one request; at most {s.max_texts} are allowed.",
+            limit=s.max_texts,
+        )
+    for i, t in enumerate(texts):
+        if not t.strip():
+            raise InvalidRequest(
+                "empty_text",
+                f"Text {i} is empty or whitespace only; every text must contain something "
+                "to translate.",
+                index=i,
+            )
+        bad = _SURROGATE.search(t)
+        if bad:
+            raise InvalidRequest(
+                "invalid_text",
+                f"Text {i} holds a lone UTF-16 surrogate (U+{ord(bad.group()):04X}) at "
+                f"character {bad.start()}: texts must be valid Unicode (escape "
+                "characters outside the BMP as a surrogate pair, or send UTF-8).",
+                index=i,
+            )
+        if len(t) > s.max_chars_per_text:
+            raise TooLarge(
+                "text_too_long",
+                f"Text {i} has {len(t)} characters; at most {s.max_chars_per_text} "
+                "are allowed per text.",
+                index=i,
+                limit=s.max_chars_per_text,
+            )
