@@ -1,27 +1,42 @@
-"""Locust load test for translation latency.
+"""Locust load test for translation latency, with realistic traffic.
 
-Start a server (``python -m server BUNDLE_DIR``), then for example:
+``python -m loadtests.run`` starts a server, writes a traffic file and runs this headless (see
+docs/benchmarks.md). By hand, against a running server:
 
     locust -f loadtests/locustfile.py --headless -u 16 -r 8 -t 60s \\
         --host http://127.0.0.1:8000 --csv runs/locust/translate
 
-Environment: ``LSMT_LOCUST_ROUTES`` (comma-separated routes, default ``en-de,en-fr``; the
-built-in sentences are English, set ``LSMT_LOCUST_SENTENCES`` to a file with one sentence per
-line for other sources), ``LSMT_LOCUST_BEAM`` (default: server default), ``LSMT_API_KEY``.
+Traffic: the routes are the server's own (``GET /v1/languages``) whose source language has
+sentences, in a shuffled order with Zipf-like popularity (weight 1/rank^s), so a few routes are
+hot and many are cold: lazy loading and eviction happen. A share of requests sends
+``source: "auto"``. Tasks (weights): one sentence (6), a list of 2-4 texts (2), a paragraph of
+three sentences with a blank line (1), the LibreTranslate endpoint (1). 429 answers count as
+failures named "queue full", so overload is visible in the report.
 
-Tasks (weights): one sentence (6), a paragraph of three sentences with a blank line (2), a
-list of four texts (1), the LibreTranslate endpoint (1). 429 answers are counted as failures
-named "queue full" so overload is visible in the report.
+Self-contained (the compose ``loadtest`` image holds only this file). Environment:
+
+- ``LSMT_LOCUST_TRAFFIC``: a JSON file ``{"sentences": {"en": [...], ...}}`` (what
+  ``loadtests.run`` writes from the corpus's held-out test split); without it the built-in
+  English sentences below (so only routes from ``en``) or ``LSMT_LOCUST_SENTENCES`` (a file,
+  one sentence per line, used for every source language);
+- ``LSMT_LOCUST_ROUTES``: comma-separated routes instead of the server's, most popular first;
+- ``LSMT_LOCUST_ZIPF`` (exponent s, default 1.0), ``LSMT_LOCUST_AUTO`` (share of requests
+  with source ``auto``, default 0.1), ``LSMT_LOCUST_SEED`` (route order, default 0),
+  ``LSMT_LOCUST_BEAM`` (default: the server's), ``LSMT_API_KEY``.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import random
+import urllib.request
+from typing import ClassVar
 
-from locust import FastHttpUser, between, task
+from locust import FastHttpUser, between, events, task
 
-SENTENCES = [
+# King James Version (public domain): the fallback when no traffic file is given.
+SENTENCES_EN = [
     "And Jesus said unto them, Follow me.",
     "And they straightway left their nets, and followed him.",
     "Blessed are the meek: for they shall inherit the earth.",
@@ -33,12 +48,71 @@ SENTENCES = [
     "And his fame went throughout all Syria.",
     "Repent: for the kingdom of heaven is at hand.",
 ]
-if os.environ.get("LSMT_LOCUST_SENTENCES"):
-    with open(os.environ["LSMT_LOCUST_SENTENCES"]) as f:
-        SENTENCES = [line.strip() for line in f if line.strip()]
-ROUTES = [r.split("-") for r in os.environ.get("LSMT_LOCUST_ROUTES", "en-de,en-fr").split(",")]
+
+
+def _sentences() -> dict[str, list[str]]:
+    if os.environ.get("LSMT_LOCUST_TRAFFIC"):
+        with open(os.environ["LSMT_LOCUST_TRAFFIC"], encoding="utf-8") as f:
+            return {k: v for k, v in json.load(f)["sentences"].items() if v}
+    if os.environ.get("LSMT_LOCUST_SENTENCES"):
+        with open(os.environ["LSMT_LOCUST_SENTENCES"], encoding="utf-8") as f:
+            lines = [line.strip() for line in f if line.strip()]
+        return {"*": lines}
+    return {"en": SENTENCES_EN}
+
+
+SENTENCES = _sentences()
+ZIPF = float(os.environ.get("LSMT_LOCUST_ZIPF", "1.0"))
+AUTO_SHARE = float(os.environ.get("LSMT_LOCUST_AUTO", "0.1"))
 BEAM = os.environ.get("LSMT_LOCUST_BEAM")
 HEADERS = {"X-API-Key": os.environ["LSMT_API_KEY"]} if os.environ.get("LSMT_API_KEY") else {}
+
+
+class Traffic:
+    """Routes with their popularity, and the sources that may be sent as ``auto``."""
+
+    routes: ClassVar[list[tuple[str, str]]] = []
+    weights: ClassVar[list[float]] = []
+    auto_sources: ClassVar[set[str]] = set()
+
+    @classmethod
+    def setup(cls, host: str) -> None:
+        catalogue = {"routes": [], "auto_detect": []}
+        try:
+            req = urllib.request.Request(f"{host}/v1/languages", headers=HEADERS)
+            with urllib.request.urlopen(req, timeout=30) as r:
+                catalogue = json.load(r)
+        except OSError as exc:
+            if not os.environ.get("LSMT_LOCUST_ROUTES"):
+                raise RuntimeError(f"cannot read {host}/v1/languages: {exc}") from exc
+        if os.environ.get("LSMT_LOCUST_ROUTES"):
+            names = os.environ["LSMT_LOCUST_ROUTES"].split(",")
+        else:
+            names = sorted(catalogue["routes"])
+            random.Random(int(os.environ.get("LSMT_LOCUST_SEED", "0"))).shuffle(names)
+        routes = [tuple(n.strip().split("-")) for n in names if n.strip()]
+        cls.routes = [r for r in routes if r[0] in SENTENCES or "*" in SENTENCES]
+        if not cls.routes:
+            raise RuntimeError(f"no route has sentences for its source: {names}")
+        cls.weights = [1.0 / (rank + 1) ** ZIPF for rank in range(len(cls.routes))]
+        cls.auto_sources = set(catalogue.get("auto_detect", []))
+
+    @classmethod
+    def pick(cls) -> tuple[str, str, str]:
+        """(source as sent, real source, target)."""
+        src, tgt = random.choices(cls.routes, cls.weights)[0]
+        sent = "auto" if src in cls.auto_sources and random.random() < AUTO_SHARE else src
+        return sent, src, tgt
+
+
+@events.test_start.add_listener
+def _on_test_start(environment, **kwargs) -> None:
+    Traffic.setup(environment.host.rstrip("/"))
+
+
+def _texts(src: str, k: int) -> list[str]:
+    pool = SENTENCES.get(src) or SENTENCES["*"]
+    return random.sample(pool, min(k, len(pool)))
 
 
 class Translator(FastHttpUser):
@@ -55,31 +129,32 @@ class Translator(FastHttpUser):
             else:
                 r.failure(f"{r.status_code}: {r.text[:200]}")
 
-    def _body(self, text) -> dict:
-        src, tgt = random.choice(ROUTES)
-        body = {"text": text, "source": src, "target": tgt}
+    def _translate(self, texts, name: str) -> None:
+        sent, src, tgt = Traffic.pick()
+        text = texts(src)
+        body = {"text": text, "source": sent, "target": tgt}
         if BEAM:
             body["beam_size"] = int(BEAM)
-        return body
+        self._post("/v1/translate", body, name + (" auto" if sent == "auto" else ""))
 
     @task(6)
     def one_sentence(self) -> None:
-        self._post("/v1/translate", self._body(random.choice(SENTENCES)), "v1 sentence")
+        self._translate(lambda src: _texts(src, 1)[0], "v1 sentence")
 
     @task(2)
-    def paragraph(self) -> None:
-        a, b, c = random.sample(SENTENCES, 3)
-        self._post("/v1/translate", self._body(f"{a} {b}\n\n{c}"), "v1 paragraph")
+    def list_of_texts(self) -> None:
+        self._translate(lambda src: _texts(src, random.randint(2, 4)), "v1 list")
 
     @task(1)
-    def batch_of_texts(self) -> None:
-        self._post("/v1/translate", self._body(random.sample(SENTENCES, 4)), "v1 list of 4")
+    def paragraph(self) -> None:
+        def para(src: str) -> str:
+            a, b, c = (_texts(src, 3) * 3)[:3]
+            return f"{a} {b}\n\n{c}"
+
+        self._translate(para, "v1 paragraph")
 
     @task(1)
     def libretranslate(self) -> None:
-        src, tgt = random.choice(ROUTES)
-        self._post(
-            "/translate",
-            {"q": random.choice(SENTENCES), "source": src, "target": tgt, "format": "text"},
-            "libretranslate",
-        )
+        _, src, tgt = Traffic.pick()
+        body = {"q": _texts(src, 1)[0], "source": src, "target": tgt, "format": "text"}
+        self._post("/translate", body, "libretranslate")

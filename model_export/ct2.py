@@ -143,6 +143,7 @@ def translate_pieces(
     beam_size: int = 1,
     num_hypotheses: int = 1,
     max_length: int | None = None,
+    min_length: int = 0,
     max_batch_size: int = 0,
 ) -> list:
     """The one decoding call of an assembled engine (server, bundle evaluation, benchmarks):
@@ -150,13 +151,16 @@ def translate_pieces(
     position table has ``max_positions`` rows and the start token takes one, so an output is
     bounded by ``max_positions - 1`` tokens (longer would index past the table: CTranslate2
     raises), and by ``max_length`` when given. Sources must fit ``max_positions`` already
-    (callers refuse or truncate them: that rule differs between serving and evaluation)."""
+    (callers refuse or truncate them: that rule differs between serving and evaluation).
+    ``min_length`` forbids the end token before that many tokens: with ``min_length ==
+    max_length`` every output has the same length (benchmarks on random weights)."""
     limit = max_positions - 1 if max_length is None else min(max_length, max_positions - 1)
     return translator.translate_batch(
         sources,
         beam_size=beam_size,
         num_hypotheses=num_hypotheses,
         max_decoding_length=limit,
+        min_decoding_length=min(min_length, limit),
         max_input_length=0,  # the callers bound the source length themselves
         max_batch_size=max_batch_size,
         return_scores=True,

@@ -1,0 +1,659 @@
+"""Engine and server benchmarks: one command, a table of ratios measured side by side.
+
+    python -m loadtests.bench [--quick] [--out runs/bench] [--repeats 5]
+        [--only engines,server,lazy] [--threads 1] [--route en-fr]
+
+Models of realistic size with random weights (loadtests/bench_models.py: d512, 12-2 and 6-6,
+10 languages, a 32k SentencePiece vocabulary trained on real verses), exported and assembled
+by the project's own code and run by CTranslate2 (int8 on CPU). ``--quick``: tiny models, for
+CI. Every ratio compares variants measured in the same run, interleaved per repeat (the order
+rotates between repeats); a ratio is the median over repeats of the per-repeat ratio.
+
+- engines: decoding tokens/s with the output length held equal (``min_length ==
+  max_length``; PyTorch: the end token masked), batch 1 (one call per sentence) and batched,
+  greedy and beam 4: (1) 12-2 vs 6-6, (2) per-language filtered vs full target vocabulary,
+  (3) an LSL route vs the dense model of the same shape, (5) CTranslate2 vs the PyTorch
+  model's own search (``training.search``) on the same weights;
+- server (4): N single-sentence requests sent at once to ``python -m server`` vs one direct
+  ``translate_pieces`` call on the same sentences with an engine built as the server builds
+  it (same loader, compute type and threads), and the same requests one after another;
+- lazy (6): a cold route's first request vs a warm request, and the server's resident memory
+  with one route loaded vs every route of the 10-language bundle loaded eagerly.
+
+Writes ``results.json`` (with the machine and the command), ``results.csv`` (every timing)
+and ``ratios.png``, ``engines.png``, ``server.png`` into ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from . import bench_models
+from .server_process import ROOT, ServerProcess, concurrent_requests, metric_sum
+
+GiB = 1 << 30
+
+
+@dataclass(frozen=True)
+class Mode:
+    """Workload sizes of a run."""
+
+    sizes: bench_models.Sizes
+    repeats: int
+    length: int  # decoded tokens per sentence (engines)
+    single: int  # sentences translated one call each ("batch 1")
+    batch: int  # sentences in one call ("batched")
+    server_n: int  # concurrent requests (server)
+    server_length: int  # max_length of the server requests
+    cold_routes: int  # cold routes measured (lazy)
+
+
+FULL = Mode(bench_models.FULL, 5, 32, 4, 16, 32, 48, 4)
+QUICK = Mode(bench_models.QUICK, 2, 8, 2, 4, 6, 8, 2)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="python -m loadtests.bench",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--quick", action="store_true", help="tiny models (CI)")
+    p.add_argument("--out", type=Path, default=ROOT / "runs" / "bench")
+    p.add_argument("--cache", type=Path, help="built models (default: <out>/cache)")
+    p.add_argument("--repeats", type=int, help="default 5 (quick: 2)")
+    p.add_argument("--only", default="engines,server,lazy", help="comma-separated parts")
+    p.add_argument("--threads", type=int, default=1, help="threads per engine (and PyTorch)")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    p.add_argument("--route", default="en-fr")
+    return p.parse_args(argv)
+
+
+def machine(args: argparse.Namespace) -> dict:
+    import ctranslate2
+
+    info = {
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "python": platform.python_version(),
+        "ctranslate2": ctranslate2.__version__,
+        "device": args.device,
+        "threads": args.threads,
+    }
+    try:
+        with open("/proc/cpuinfo") as f:
+            info["cpu_model"] = next(
+                line.split(":", 1)[1].strip() for line in f if line.startswith("model name")
+            )
+    except (OSError, StopIteration):
+        pass
+    return info
+
+
+def compute_type(device: str) -> str:
+    return "int8_float16" if device == "cuda" else "int8"
+
+
+# Engines ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Variant:
+    name: str
+    run: Callable[[list[list[str]], int], tuple[float, int]]  # (sources, beam) -> (s, tokens)
+
+
+def ct2_variant(name, bundle_dir, route, args, length, *, full_vocab=False) -> Variant:
+    from model_export.bundle import load_bundle
+    from model_export.ct2 import load_translator, translate_pieces
+
+    bundle = load_bundle(bundle_dir)
+    if full_vocab:  # the same bundle without its vocabulary-slice fusion
+        bundle.manifest = bundle.manifest.model_copy(update={"fusions": []})
+    dense = bundle.assemble(*route)
+    translator, _ = load_translator(
+        dense,
+        device=args.device,
+        compute_type=compute_type(args.device),
+        inter_threads=1,
+        intra_threads=args.threads,
+    )
+    positions = bundle.max_source_positions
+
+    def run(sources: list[list[str]], beam: int) -> tuple[float, int]:
+        t0 = time.perf_counter()
+        res = translate_pieces(
+            translator, sources, positions, beam_size=beam, max_length=length, min_length=length
+        )
+        dt = time.perf_counter() - t0
+        return dt, sum(len(r.hypotheses[0]) for r in res)
+
+    return Variant(name, run)
+
+
+def torch_variant(name, models, route, args, length) -> Variant:
+    import sentencepiece as spm
+    import torch
+
+    from lsmt_core.routes import Route
+    from training.search import EOS_ID, beam_search, greedy_search
+
+    torch.set_num_threads(args.threads)
+    model = models.torch_model("deep").to(args.device)
+    sp = spm.SentencePieceProcessor(model_file=str(models.tokenizer))
+    vocab = sp.get_piece_size()
+    # The end token masked: every output has ``length`` tokens, as with min_length in CT2.
+    allowed = torch.ones(vocab, dtype=torch.bool, device=args.device)
+    allowed[EOS_ID] = False
+    r = Route(*route)
+
+    def run(sources: list[list[str]], beam: int) -> tuple[float, int]:
+        ids = [[sp.piece_to_id(p) for p in s] for s in sources]
+        width = max(len(i) for i in ids)
+        src = torch.tensor([i + [0] * (width - len(i)) for i in ids], device=args.device)
+        t0 = time.perf_counter()
+        if beam == 1:
+            hyps = greedy_search(model, src, r, max_len=length, allowed=allowed)
+        else:
+            hyps = beam_search(model, src, r, beam_size=beam, max_len=length, allowed=allowed)
+        dt = time.perf_counter() - t0
+        return dt, sum(len(h.tokens) for h in hyps)
+
+    return Variant(name, run)
+
+
+ENGINE_COMPARISONS = [
+    # (item, title, candidate, baseline, note); {deep} and {even} name the depths, e.g. 12-2
+    ("1", "{deep} / {even} (full vocabulary)", "ct2 {deep} full", "ct2 {even} full",
+     "paper: ~1.7x"),
+    ("2", "filtered / full target vocabulary ({deep})", "ct2 {deep} filtered", "ct2 {deep} full",
+     "paper: ~1.3x"),
+    ("3", "LSL route / dense of the same shape ({deep}, filtered)", "ct2 LSL {deep} filtered",
+     "ct2 {deep} filtered", "expected: ~1.0x"),
+    ("5", "CTranslate2 int8 / PyTorch fp32 search ({deep}, full vocab.)", "ct2 {deep} full",
+     "torch {deep} full", ""),
+]  # fmt: skip
+
+
+def tokenized_sources(models, route, n: int, limit: int) -> list[list[str]]:
+    from model_export.bundle import load_bundle
+    from server.bundles import ServedBundle
+
+    served = ServedBundle(load_bundle(models.bundles["deep"]))
+    out = []
+    for text in models.sentences[route[0]]:
+        pieces = served.encode(text, *route)
+        if len(pieces) <= limit:
+            out.append(pieces)
+        if len(out) == n:
+            return out
+    raise SystemExit(f"not enough {route[0]} sentences of at most {limit} pieces")
+
+
+def bench_engines(models, mode: Mode, args, route, log) -> dict:
+    length = mode.length
+    depth = {k: "-".join(map(str, getattr(models.sizes, k))) for k in ("deep", "even")}
+    deep, even, b = depth["deep"], depth["even"], models.bundles
+    log(f"engines: building {deep} and {even} engines", flush=True)
+    variants = [
+        ct2_variant(f"ct2 {even} full", b["even"], route, args, length, full_vocab=True),
+        ct2_variant(f"ct2 {deep} full", b["deep"], route, args, length, full_vocab=True),
+        ct2_variant(f"ct2 {deep} filtered", b["deep"], route, args, length),
+        ct2_variant(f"ct2 LSL {deep} filtered", b["lsl"], route, args, length),
+        torch_variant(f"torch {deep} full", models, route, args, length),
+    ]
+    sources = tokenized_sources(models, route, max(mode.batch, mode.single), 128)
+    settings = [
+        (f"batch 1, beam {beam}" if n == 1 else f"batch {mode.batch}, beam {beam}", n, beam)
+        for n in (1, mode.batch)
+        for beam in (1, 4)
+    ]
+    for v in variants:  # first calls allocate; not timed
+        v.run(sources[:2], 1)
+    rows = []
+    for rep in range(mode.repeats):
+        order = variants[rep % len(variants) :] + variants[: rep % len(variants)]
+        for setting, n, beam in settings:
+            for v in order:
+                if n == 1:  # one call per sentence
+                    seconds, tokens = 0.0, 0
+                    for s in sources[: mode.single]:
+                        dt, k = v.run([s], beam)
+                        seconds, tokens = seconds + dt, tokens + k
+                else:
+                    seconds, tokens = v.run(sources[:n], beam)
+                rows.append(
+                    {
+                        "part": "engines",
+                        "repeat": rep,
+                        "setting": setting,
+                        "variant": v.name,
+                        "seconds": seconds,
+                        "tokens": tokens,
+                        "tokens_per_s": tokens / seconds,
+                    }
+                )
+        log(f"engines: repeat {rep + 1}/{mode.repeats} done", flush=True)
+    for r in rows:  # equal work is what makes the ratios fair
+        n_sent = mode.single if r["setting"].startswith("batch 1,") else mode.batch
+        if r["tokens"] != n_sent * length:
+            raise SystemExit(f"output of another length than {length} tokens: {r}")
+    table = []
+    for num, title, cand, base, note in ENGINE_COMPARISONS:
+        title, cand, base = (x.format(**depth) for x in (title, cand, base))
+        for setting, _, _ in settings:
+            table.append(
+                {
+                    "item": num,
+                    "comparison": title,
+                    "setting": setting,
+                    **_paired(rows, setting, cand, base),
+                    "note": note,
+                }
+            )
+    return {
+        "route": "-".join(route),
+        "output_tokens_per_sentence": length,
+        "sentences": {"batch 1": mode.single, "batched": mode.batch},
+        "source_pieces_mean": statistics.mean(len(s) for s in sources[: mode.batch]),
+        "table": table,
+        "rows": rows,
+    }
+
+
+def _paired(rows: list[dict], setting: str, cand: str, base: str) -> dict:
+    """Medians of tokens/s and the median of the per-repeat ratios."""
+
+    def tps(variant: str) -> dict[int, float]:
+        return {
+            r["repeat"]: r["tokens_per_s"]
+            for r in rows
+            if r["setting"] == setting and r["variant"] == variant
+        }
+
+    c, b = tps(cand), tps(base)
+    return {
+        "candidate": cand,
+        "baseline": base,
+        "candidate_tokens_per_s": statistics.median(c.values()),
+        "baseline_tokens_per_s": statistics.median(b.values()),
+        "ratio": statistics.median(c[k] / b[k] for k in c),
+    }
+
+
+# Server (4) ---------------------------------------------------------------------------------
+
+
+def _post(client: httpx.Client, body: dict) -> float:
+    t0 = time.perf_counter()
+    client.post("/v1/translate", json=body).raise_for_status()
+    return time.perf_counter() - t0
+
+
+def bench_server(models, mode: Mode, args, route, log) -> dict:
+    from model_export.ct2 import translate_pieces
+    from server.bundles import load_served_bundle
+    from server.engines import default_loader
+    from server.settings import Settings
+    from server.text import sentences_of, split_text
+
+    src, tgt = route
+    bundle_dir = models.bundles["lsl"]
+    texts = [t for t in models.sentences[src] if len(t) <= 200][: mode.server_n]
+    served = load_served_bundle(bundle_dir)
+    # The server's own splitting and tokenizing, so both sides translate the same pieces.
+    pieces = [served.encode(s, src, tgt) for t in texts for s in sentences_of(split_text(t, src))]
+    settings = Settings(device=args.device)
+    translator, _ = default_loader(served.bundle, src, tgt, settings)
+    positions, length = served.max_source_positions, mode.server_length
+    env = {"LSMT_DEVICE": args.device, "LSMT_WARMUP_ROUTES": f"{src}-{tgt}"}
+    rows = []
+    log("server: starting python -m server", flush=True)
+    with (
+        ServerProcess([bundle_dir], env) as server,
+        httpx.Client(base_url=server.url, timeout=300) as client,
+    ):
+        for beam in (1, 4):
+            bodies = [
+                {"text": t, "source": src, "target": tgt, "beam_size": beam, "max_length": length}
+                for t in texts
+            ]
+
+            def direct(beam=beam) -> tuple[float, int, int]:
+                t0 = time.perf_counter()
+                res = translate_pieces(
+                    translator, pieces, positions, beam_size=beam, max_length=length
+                )
+                return time.perf_counter() - t0, sum(len(r.hypotheses[0]) for r in res), 1
+
+            def concurrent(bodies=bodies) -> tuple[float, int, int]:
+                out0 = metric_sum(server.url, "lsmt_tokens_total", direction="output")
+                b0 = metric_sum(server.url, "lsmt_batch_size_count")
+                dt, _ = concurrent_requests(server.url, bodies)
+                out = metric_sum(server.url, "lsmt_tokens_total", direction="output") - out0
+                return dt, int(out), int(metric_sum(server.url, "lsmt_batch_size_count") - b0)
+
+            def sequential(bodies=bodies) -> tuple[float, int, int]:
+                out0 = metric_sum(server.url, "lsmt_tokens_total", direction="output")
+                dt = sum(_post(client, b) for b in bodies)
+                out = metric_sum(server.url, "lsmt_tokens_total", direction="output") - out0
+                return dt, int(out), len(bodies)
+
+            modes = [("direct", direct), ("server concurrent", concurrent)]
+            modes.append(("server sequential", sequential))
+            direct()  # warm both sides
+            concurrent_requests(server.url, bodies[:2])
+            for rep in range(mode.repeats):
+                for name, fn in modes[rep % 3 :] + modes[: rep % 3]:
+                    seconds, tokens, batches = fn()
+                    rows.append(
+                        {
+                            "part": "server",
+                            "repeat": rep,
+                            "setting": f"{len(texts)} requests, beam {beam}",
+                            "variant": name,
+                            "seconds": seconds,
+                            "tokens": tokens,
+                            "batches": batches,
+                            "sentences_per_s": len(pieces) / seconds,
+                        }
+                    )
+            log(f"server: beam {beam} done", flush=True)
+    table = []
+    for setting in dict.fromkeys(r["setting"] for r in rows):
+        sub = [r for r in rows if r["setting"] == setting]
+        for title, cand, base in (
+            ("server concurrent / direct translate_batch", "server concurrent", "direct"),
+            ("server concurrent / server sequential", "server concurrent", "server sequential"),
+        ):
+            c = {r["repeat"]: r for r in sub if r["variant"] == cand}
+            b = {r["repeat"]: r for r in sub if r["variant"] == base}
+            table.append(
+                {
+                    "item": "4",
+                    "comparison": title,
+                    "setting": setting,
+                    "candidate": cand,
+                    "baseline": base,
+                    "unit": "sentences/s",
+                    "candidate_value": statistics.median(r["sentences_per_s"] for r in c.values()),
+                    "baseline_value": statistics.median(r["sentences_per_s"] for r in b.values()),
+                    "ratio": statistics.median(
+                        c[k]["sentences_per_s"] / b[k]["sentences_per_s"] for k in c
+                    ),
+                    "note": "target >= 0.9x" if base == "direct" else "batching gain",
+                    "output_tokens": {
+                        cand: statistics.median(r["tokens"] for r in c.values()),
+                        base: statistics.median(r["tokens"] for r in b.values()),
+                    },
+                    "server_batches": statistics.median(r["batches"] for r in c.values()),
+                }
+            )
+    return {
+        "route": f"{src}-{tgt}",
+        "requests": len(texts),
+        "sentences": len(pieces),
+        "max_length": length,
+        "server_settings": {
+            "compute_type": settings.resolved_compute_type,
+            "inter_threads": settings.resolved_inter_threads,
+            "intra_threads": settings.resolved_intra_threads,
+            "batch_wait_ms": settings.batch_wait_ms,
+        },
+        "table": table,
+        "rows": rows,
+    }
+
+
+# Lazy loading (6) ---------------------------------------------------------------------------
+
+
+def bench_lazy(models, mode: Mode, args, log) -> dict:
+    bundle_dir = models.bundles["lsl"]
+    src = "en"
+    targets = [t for t in models.sizes.languages if t != src][: mode.cold_routes]
+    texts = [t for t in models.sentences[src] if len(t) <= 200]
+    big = str(64 * GiB)  # no eviction: every engine stays
+    rows = []
+
+    def body(i: int, tgt: str) -> dict:
+        text = texts[i % len(texts)]
+        return {"text": text, "source": src, "target": tgt, "beam_size": 1, "max_length": 32}
+
+    log("lazy: server with nothing loaded", flush=True)
+    t0 = time.perf_counter()
+    env = {"LSMT_DEVICE": args.device, "LSMT_WARMUP_ROUTES": "[]", "LSMT_DEVICE_BUDGET_BYTES": big}
+    with (
+        ServerProcess([bundle_dir], env) as server,
+        httpx.Client(base_url=server.url, timeout=300) as client,
+    ):
+        lazy_start = time.perf_counter() - t0
+        rss_empty = server.rss_bytes()
+        for i, tgt in enumerate(targets):
+            cold = _post(client, body(i, tgt))
+            if i == 0:
+                rss_one = server.rss_bytes()
+                bytes_one = client.get("/v1/models").json()["used"]["device_bytes"]
+            warm = statistics.median(_post(client, body(i + k + 1, tgt)) for k in range(3))
+            rows.append({"part": "lazy", "route": f"{src}-{tgt}", "cold_s": cold, "warm_s": warm})
+    log("lazy: server loading every route at start", flush=True)
+    t0 = time.perf_counter()
+    env = {"LSMT_DEVICE": args.device, "LSMT_WARMUP_ROUTES": "all", "LSMT_DEVICE_BUDGET_BYTES": big}
+    with ServerProcess([bundle_dir], env) as server:
+        eager_start = time.perf_counter() - t0
+        rss_all = server.rss_bytes()
+        info = httpx.get(f"{server.url}/v1/models", timeout=30).json()
+    bytes_all = info["used"]["device_bytes"]
+    loaded = sum(1 for e in info["engines"] if e["state"] == "loaded")
+    routes = len(info["bundles"][0]["routes"])
+    cold = statistics.median(r["cold_s"] for r in rows)
+    warm = statistics.median(r["warm_s"] for r in rows)
+    mib = 1 << 20
+    table = [
+        {
+            "item": "6",
+            "comparison": "cold route / warm route, first request latency",
+            "setting": f"{len(rows)} routes from {src}, greedy",
+            "candidate": "cold",
+            "baseline": "warm",
+            "unit": "ms",
+            "candidate_value": cold * 1000,
+            "baseline_value": warm * 1000,
+            "ratio": statistics.median(r["cold_s"] / r["warm_s"] for r in rows),
+            "note": "assemble + load + translate",
+        },
+        {
+            "item": "6",
+            "comparison": "resident memory, every route eager / one route lazy",
+            "setting": f"{routes} routes, {loaded} engines",
+            "candidate": "eager",
+            "baseline": "lazy, one route",
+            "unit": "MiB",
+            "candidate_value": rss_all / mib,
+            "baseline_value": rss_one / mib,
+            "ratio": rss_all / rss_one,
+            "note": f"engines {bytes_all / mib:.0f} vs {bytes_one / mib:.0f} MiB",
+        },
+        {
+            "item": "6",
+            "comparison": "start-up time, eager / lazy",
+            "setting": f"{routes} routes, {loaded} engines",
+            "candidate": "eager",
+            "baseline": "lazy",
+            "unit": "s",
+            "candidate_value": eager_start,
+            "baseline_value": lazy_start,
+            "ratio": eager_start / lazy_start,
+            "note": "until /readyz",
+        },
+    ]
+    return {
+        "rss_bytes": {"nothing_loaded": rss_empty, "one_route": rss_one, "all_routes": rss_all},
+        "engine_bytes": {"one_route": bytes_one, "all_routes": bytes_all},
+        "engines_loaded_eager": loaded,
+        "routes": routes,
+        "table": table,
+        "rows": rows,
+    }
+
+
+# Output -------------------------------------------------------------------------------------
+
+
+def table_rows(result: dict) -> list[dict]:
+    """Every part's table in one list, engines first; tokens/s where no unit is given."""
+    out = []
+    for part in ("engines", "server", "lazy"):
+        for r in result.get(part, {}).get("table", []):
+            out.append(
+                {
+                    "unit": r.get("unit", "tokens/s"),
+                    "candidate_value": r.get("candidate_value", r.get("candidate_tokens_per_s")),
+                    "baseline_value": r.get("baseline_value", r.get("baseline_tokens_per_s")),
+                    **{k: r[k] for k in ("item", "comparison", "setting", "ratio", "note")},
+                }
+            )
+    return sorted(out, key=lambda r: r["item"])
+
+
+def format_table(rows: list[dict]) -> str:
+    lines = [
+        f"{'#':<2} {'comparison':<58} {'setting':<20} {'baseline':>10} {'candidate':>10} "
+        f"{'unit':<12} {'ratio':>6}  note",
+    ]
+    for r in rows:
+        lines.append(
+            f"{r['item']:<2} {r['comparison']:<58} {r['setting']:<20} "
+            f"{r['baseline_value']:>10.1f} {r['candidate_value']:>10.1f} {r['unit']:<12} "
+            f"{r['ratio']:>5.2f}x  {r['note']}"
+        )
+    return "\n".join(lines)
+
+
+def write_outputs(result: dict, out: Path) -> list[str]:
+    (out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
+    parts = ("engines", "server", "lazy")
+    rows = [r for part in parts for r in result.get(part, {}).get("rows", [])]
+    fields = list(dict.fromkeys(k for r in rows for k in r))
+    with open(out / "results.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        w.writerows(rows)
+    return ["results.json", "results.csv", *plot(result, out)]
+
+
+def plot(result: dict, out: Path) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+    rows = table_rows(result)
+    if rows:
+        fig, ax = plt.subplots(figsize=(9, 0.32 * len(rows) + 1.2))
+        labels = [f"({r['item']}) {r['comparison']}\n{r['setting']}" for r in rows][::-1]
+        ratios = [r["ratio"] for r in rows][::-1]
+        bars = ax.barh(range(len(rows)), ratios, color="#4a8")
+        ax.bar_label(bars, fmt="%.2fx", fontsize=7)
+        ax.axvline(1.0, color="black", linewidth=0.8)
+        ax.set_yticks(range(len(rows)), labels, fontsize=6)
+        ax.set_xlabel("ratio (candidate / baseline, median of per-repeat ratios)")
+        ax.set_title(_title(result), fontsize=8)
+        fig.tight_layout()
+        fig.savefig(out / "ratios.png", dpi=120)
+        plt.close(fig)
+        written.append("ratios.png")
+    for part, key, unit, name in (
+        ("engines", "tokens_per_s", "decoded tokens/s", "engines.png"),
+        ("server", "sentences_per_s", "sentences/s", "server.png"),
+    ):
+        prow = result.get(part, {}).get("rows", [])
+        if not prow:
+            continue
+        settings = list(dict.fromkeys(r["setting"] for r in prow))
+        variants = list(dict.fromkeys(r["variant"] for r in prow))
+        fig, ax = plt.subplots(figsize=(9, 4))
+        width = 0.8 / len(variants)
+        for j, v in enumerate(variants):
+            med = [
+                statistics.median(r[key] for r in prow if r["setting"] == s and r["variant"] == v)
+                for s in settings
+            ]
+            ax.bar([i + j * width for i in range(len(settings))], med, width, label=v)
+        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(settings))], settings, fontsize=8)
+        ax.set_ylabel(f"{unit} (median)")
+        ax.set_title(_title(result), fontsize=8)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(out / name, dpi=120)
+        plt.close(fig)
+        written.append(name)
+    return written
+
+
+def _title(result: dict) -> str:
+    m = result["machine"]
+    return f"{result['mode']} mode, {m.get('cpu_model', m['processor'])}, {m['cpu_count']} cores"
+
+
+# Main ---------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = parse_args(argv)
+    mode = QUICK if args.quick else FULL
+    if args.repeats:
+        mode = Mode(**{**mode.__dict__, "repeats": args.repeats})
+    parts = set(args.only.split(","))
+    args.out.mkdir(parents=True, exist_ok=True)
+    route = tuple(args.route.split("-"))
+
+    def log(msg: str, **kw) -> None:
+        print(msg, **kw)
+
+    started = time.perf_counter()
+    models = bench_models.build(mode.sizes, args.cache or args.out / "cache", log)
+    result: dict = {
+        "command": "python -m loadtests.bench " + " ".join(sys.argv[1:] if argv is None else argv),
+        "mode": "quick" if args.quick else "full",
+        "machine": machine(args),
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "sizes": {**mode.sizes.__dict__, "target_vocab_sizes": models.target_vocab_sizes},
+        "workload": {k: v for k, v in mode.__dict__.items() if k != "sizes"},
+    }
+    if "engines" in parts:
+        result["engines"] = bench_engines(models, mode, args, route, log)
+    if "server" in parts:
+        result["server"] = bench_server(models, mode, args, route, log)
+    if "lazy" in parts:
+        result["lazy"] = bench_lazy(models, mode, args, log)
+    result["seconds"] = time.perf_counter() - started
+    result["table"] = table_rows(result)
+    files = write_outputs(result, args.out)
+    m = result["machine"]
+    print(
+        f"\n{result['mode']} mode; {m.get('cpu_model', m['processor'])}, {m['cpu_count']} cores, "
+        f"{args.device}, {compute_type(args.device)}, {args.threads} thread(s) per engine; "
+        f"{mode.repeats} repeats, interleaved; ratio = median of per-repeat ratios"
+    )
+    print(format_table(result["table"]))
+    print(f"wrote {', '.join(files)} into {args.out} ({result['seconds']:.0f} s)")
+    return result
+
+
+if __name__ == "__main__":
+    main()

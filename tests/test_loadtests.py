@@ -1,0 +1,98 @@
+"""The locust runner and the benchmark, end to end in quick mode on tiny models.
+
+Outputs are produced and well formed; no timing is asserted (these machines are shared).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def quick_models(tmp_path_factory):
+    """The benchmark's quick models (tiny, random weights, real tokenizer), built once."""
+    from loadtests import bench_models
+
+    cache = tmp_path_factory.mktemp("bench-cache")
+    return cache, bench_models.build(bench_models.QUICK, cache, log=lambda *a, **k: None)
+
+
+def _png(path: Path) -> None:
+    assert path.is_file() and path.read_bytes()[:8] == PNG, path
+
+
+def test_bench_quick_writes_every_ratio(quick_models, tmp_path):
+    from loadtests import bench
+
+    cache, _ = quick_models
+    out = tmp_path / "bench"
+    result = bench.main(["--quick", "--repeats", "1", "--out", str(out), "--cache", str(cache)])
+
+    saved = json.loads((out / "results.json").read_text())
+    assert saved["mode"] == "quick" and saved["machine"]["cpu_count"] >= 1
+    items = {r["item"] for r in saved["table"]}
+    assert items == {"1", "2", "3", "4", "5", "6"}
+    for row in saved["table"]:
+        assert math.isfinite(row["ratio"]) and row["ratio"] > 0, row
+        assert row["baseline_value"] > 0 and row["candidate_value"] > 0, row
+    # Engines: 4 settings (batch 1 / batched, greedy / beam 4) per comparison, equal lengths.
+    engine_rows = result["engines"]["rows"]
+    assert {r["setting"] for r in engine_rows} == {
+        "batch 1, beam 1",
+        "batch 1, beam 4",
+        "batch 4, beam 1",
+        "batch 4, beam 4",
+    }
+    assert len({r["variant"] for r in engine_rows}) == 5
+    # Server: both sides decoded the same number of tokens.
+    for row in result["server"]["table"]:
+        if row["baseline"] == "direct":
+            assert len(set(row["output_tokens"].values())) == 1, row["output_tokens"]
+    lazy = result["lazy"]
+    assert lazy["engines_loaded_eager"] == len(bench.QUICK.sizes.languages)
+    assert lazy["rss_bytes"]["all_routes"] > 0
+    with open(out / "results.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert {r["part"] for r in rows} == {"engines", "server", "lazy"}
+    for name in ("ratios.png", "engines.png", "server.png"):
+        _png(out / name)
+
+
+def test_locust_run_and_step_mode(quick_models, small_corpus, tmp_path):
+    """A real server on the quick LSL bundle, sentences from a corpus's test split."""
+    from loadtests import run
+
+    _, models = quick_models
+    bundle = str(models.bundles["lsl"])
+    out = tmp_path / "run"
+    common = [bundle, "--corpus", str(small_corpus), "--device-budget-mb", "1"]
+    summary = run.main([*common, "--users", "3", "--duration", "5s", "--out", str(out)])
+
+    saved = json.loads((out / "summary.json").read_text())
+    assert saved["requests"] == summary["requests"] > 0
+    for key in ("requests_per_s", "p50_ms", "p95_ms", "p99_ms", "failures"):
+        assert saved[key] is not None, key
+    assert saved["failures"] == 0, saved["by_name"]
+    assert saved["traffic"]["sentences"].endswith("(test split)")
+    assert {"de", "en"} <= set(json.loads((out / "traffic.json").read_text())["sentences"])
+    # A 1 MB budget holds one tiny engine: routes were loaded lazily and evicted.
+    assert saved["server"]["engine_loads"] >= 2 and saved["server"]["engine_evictions"] >= 1
+    for suffix in ("stats", "stats_history", "failures"):
+        assert (out / f"locust_{suffix}.csv").is_file()
+    _png(out / "latency.png")
+    _png(out / "throughput.png")
+
+    steps = tmp_path / "steps"
+    args = ["--step", "--step-users", "1,2", "--step-duration", "3s", "--p95-target-ms", "1e9"]
+    result = run.main([*common, *args, "--out", str(steps)])
+    assert [s["users"] for s in result["steps"]] == [1, 2]
+    assert result["throughput_at_target"]["users"] in (1, 2)
+    assert result["crossed_at_users"] is None
+    _png(steps / "steps.png")
