@@ -3,6 +3,7 @@
 python -m model_export --checkpoint RUN_DIR --out BUNDLE_DIR [options]
 python -m model_export build-engines BUNDLE_DIR --routes de-en,en-fr --out ENGINES_DIR
 python -m model_export verify BUNDLE_DIR      # every file against its recorded SHA-256
+python -m model_export checkpoint BUNDLE_DIR --out FILE.pt   # weights back, for init_from
 """
 
 from __future__ import annotations
@@ -303,8 +304,26 @@ def verify_main(argv: list[str]) -> int:
     return 1 if bad else 0
 
 
+def checkpoint_main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m model_export checkpoint",
+        description="Write a bundle's weights as a training checkpoint (init_from reads it). "
+        "int8 modules come back dequantized, within their storage error.",
+    )
+    p.add_argument("bundle", type=Path)
+    p.add_argument("--out", required=True, type=Path, help="checkpoint file (.pt)")
+    args = p.parse_args(argv)
+    from .to_checkpoint import write_checkpoint_from_bundle
+
+    path = write_checkpoint_from_bundle(args.bundle, args.out)
+    print(f"wrote {path} from {args.bundle}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "checkpoint":
+        return checkpoint_main(argv[1:])
     if argv and argv[0] == "build-engines":
         return build_engines_main(argv[1:])
     if argv and argv[0] == "verify":

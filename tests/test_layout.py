@@ -1,6 +1,7 @@
 """The package layout's import rules (README, "Layout"): ``lsmt_core`` depends on none of the
-other packages; the server and the bundle reader run without torch and without any
-``training`` code; bundle evaluation runs without torch."""
+other packages; ``training`` depends on neither ``model_export`` nor ``server``; the server
+and the bundle reader run without torch and without any ``training`` code; bundle evaluation
+runs without torch."""
 
 from __future__ import annotations
 
@@ -51,6 +52,14 @@ def test_core_imports_none_of_the_other_packages():
     assert len(files) >= 10
     for f in files:
         forbidden = _imported_packages(f) & {"training", "model_export", "server", "torch"}
+        assert not forbidden, f"{f.relative_to(ROOT)} imports {sorted(forbidden)}"
+
+
+def test_training_imports_neither_export_nor_server():
+    files = sorted((ROOT / "training").rglob("*.py"))
+    assert len(files) >= 20
+    for f in files:
+        forbidden = _imported_packages(f) & {"model_export", "server"}
         assert not forbidden, f"{f.relative_to(ROOT)} imports {sorted(forbidden)}"
 
 

@@ -333,6 +333,30 @@ def test_shallow_init_from_recipe(tiny_run, toy_data, tmp_path):
     assert trainer.init_report["mode"] == "shallow"
 
 
+def test_init_from_a_bundle_through_its_checkpoint(tiny_run, toy_data, tmp_path):
+    """A bundle's weights come back as a checkpoint (``python -m model_export checkpoint``)
+    that ``init_from`` reads: exported in float32, every parameter is the trained one; a
+    bundle directory given directly is refused with the command to run."""
+    from model_export.__main__ import main as export_main
+
+    data, tok = toy_data
+    bundle, ckpt_file = tmp_path / "bundle", tmp_path / "from_bundle.pt"
+    args = ["--checkpoint", str(tiny_run), "--which", "last", "--dtype", "float32"]
+    assert export_main([*args, "--out", str(bundle)]) == 0
+    assert export_main(["checkpoint", str(bundle), "--out", str(ckpt_file)]) == 0
+    recipe = tiny_recipe(data, tok, max_steps=1)
+    trainer = Trainer(
+        recipe.model_copy(update={"init_from": ckpt_file}), tmp_path / "run", progress=False
+    )
+    trained = load_checkpoint(tiny_run, "last")["model"]
+    state = trainer.model.state_dict()
+    assert set(state) == set(trained)
+    for k, v in trained.items():
+        assert torch.equal(state[k], v), k
+    with pytest.raises(ValueError, match="python -m model_export checkpoint"):
+        Trainer(recipe.model_copy(update={"init_from": bundle}), tmp_path / "r2", progress=False)
+
+
 def test_time_limit_stops_cleanly_and_resume_continues(toy_data, tmp_path):
     """``--time-limit``: no update after the limit, last.pt saved, --resume goes on; the
     training time of both runs adds up in the checkpoint."""

@@ -44,7 +44,7 @@ from lsmt_core.routes import Route, parse_route, route_key
 from lsmt_core.tags import TagScheme
 
 from .model import ModelConfig, Seq2SeqTransformer, build_model
-from .model.layers import language_specific_name, shared_name
+from .model.layers import shared_name
 from .recipe import Recipe, recipe_from_dict, resolve_path
 
 CHECKPOINT_FORMAT = 1
@@ -290,49 +290,10 @@ def _source_name(name: str, mode: str, n_enc: tuple[int, int], n_dec: tuple[int,
     return name
 
 
-def checkpoint_from_bundle(path: Path | str) -> dict[str, Any]:
-    """A bundle's weights as a checkpoint dict (``model``, ``model_config``, ``vocab_size``),
-    for ``init_from``: the shipped model can be trained further, or fine-tuned on a user's
-    corpus, without its training checkpoint. Module weights are named back to the model's
-    parameters (``P.rest`` of module ``src/xx`` -> ``P.by_lang.xx.rest``); int8 modules come
-    back dequantized (within their storage error)."""
-    from model_export.bundle import BundleError, load_bundle, module_name
-
-    bundle = load_bundle(path)
-    manifest = bundle.manifest
-    model_cfg = manifest.provenance.get("recipe", {}).get("model")
-    if model_cfg is None:
-        raise BundleError(f"{path}: the manifest's provenance has no recipe model section")
-    state: dict[str, torch.Tensor] = {}
-    names = [module_name("shared")] + [
-        module_name(index, lang)
-        for index in sorted({g.index for g in manifest.weight_groups} - {"shared"})
-        for lang in manifest.languages
-    ]
-    for name in names:
-        index = "shared" if name == "shared" else name.split("/")[0]
-        lang = None if name == "shared" else name.split("/")[1]
-        for key, value in bundle.read_module(name).items():
-            group = manifest.group_of(key)
-            if group.index != index:
-                continue  # an input of a fusion rule (e.g. the target vocabulary ids)
-            if lang is not None:
-                key = language_specific_name(
-                    group.prefix, lang, key[len(group.prefix) :].removeprefix(".")
-                )
-            state[key] = torch.from_numpy(value)
-    return {
-        "model": state,
-        "model_config": model_cfg,
-        "vocab_size": manifest.tokenizer.vocab_size,
-        "languages": manifest.languages,
-    }
-
-
 def init_from_checkpoint(
     model: nn.Module, source: Path | str | dict[str, Any], mode: str = "copy"
 ) -> dict[str, str]:
-    """Copy weights from a checkpoint (or a bundle directory: :func:`checkpoint_from_bundle`)
+    """Copy weights from a checkpoint (a bundle: ``python -m model_export checkpoint``)
     into ``model`` (in place); returns target <- source names.
 
     - ``copy``: parameters by name. A dense source tensor also initialises every language's
@@ -349,7 +310,11 @@ def init_from_checkpoint(
     if isinstance(source, dict):
         ckpt = source
     elif (resolve_path(source) / "manifest.json").is_file():
-        ckpt = checkpoint_from_bundle(resolve_path(source))
+        # Reading bundles is the exporter's business (training never imports model_export).
+        raise ValueError(
+            f"init_from {source} is a bundle directory: write its weights as a checkpoint "
+            f"first (python -m model_export checkpoint {source} --out FILE.pt) and use that"
+        )
     else:
         ckpt = load_checkpoint(source, "last")
     state = ckpt["model"]

@@ -1,0 +1,61 @@
+"""A bundle's weights back as a training checkpoint: the inverse of :mod:`model_export.from_torch`,
+so the shipped model can be trained further, or fine-tuned on a user's corpus, without its
+training checkpoint (``python -m model_export checkpoint BUNDLE --out FILE.pt``, then
+``init_from: FILE.pt``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from training.model.layers import language_specific_name
+
+from .bundle import BundleError, load_bundle, module_name
+
+
+def checkpoint_from_bundle(path: Path | str) -> dict[str, Any]:
+    """A bundle's weights as a checkpoint dict (``model``, ``model_config``, ``vocab_size``),
+    for ``init_from``: the shipped model can be trained further, or fine-tuned on a user's
+    corpus, without its training checkpoint. Module weights are named back to the model's
+    parameters (``P.rest`` of module ``src/xx`` -> ``P.by_lang.xx.rest``); int8 modules come
+    back dequantized (within their storage error)."""
+    bundle = load_bundle(path)
+    manifest = bundle.manifest
+    model_cfg = manifest.provenance.get("recipe", {}).get("model")
+    if model_cfg is None:
+        raise BundleError(f"{path}: the manifest's provenance has no recipe model section")
+    state: dict[str, torch.Tensor] = {}
+    names = [module_name("shared")] + [
+        module_name(index, lang)
+        for index in sorted({g.index for g in manifest.weight_groups} - {"shared"})
+        for lang in manifest.languages
+    ]
+    for name in names:
+        index = "shared" if name == "shared" else name.split("/")[0]
+        lang = None if name == "shared" else name.split("/")[1]
+        for key, value in bundle.read_module(name).items():
+            group = manifest.group_of(key)
+            if group.index != index:
+                continue  # an input of a fusion rule (e.g. the target vocabulary ids)
+            if lang is not None:
+                key = language_specific_name(
+                    group.prefix, lang, key[len(group.prefix) :].removeprefix(".")
+                )
+            state[key] = torch.from_numpy(value)
+    return {
+        "model": state,
+        "model_config": model_cfg,
+        "vocab_size": manifest.tokenizer.vocab_size,
+        "languages": manifest.languages,
+    }
+
+
+def write_checkpoint_from_bundle(bundle_dir: Path | str, out: Path | str) -> Path:
+    """``checkpoint_from_bundle`` written as a checkpoint file that ``init_from`` reads."""
+    from training.checkpoint import CHECKPOINT_FORMAT, KIND, save_checkpoint
+
+    ckpt = checkpoint_from_bundle(bundle_dir)
+    ckpt.update(kind=KIND, format=CHECKPOINT_FORMAT, source_bundle=str(bundle_dir))
+    return save_checkpoint(ckpt, out)
