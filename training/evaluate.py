@@ -204,6 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     from .checkpoint import load_model
     from .data import load_split
     from .tokenizer import Tokenizer
+    from .vocab import decoding_vocab
 
     device = (
         ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
@@ -229,8 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         print("nothing to evaluate", file=sys.stderr)
         return 2
     lid = None if args.no_langid else LanguageIdentifier(meta.languages)
-    tv = recipe.data.target_vocab
-    output_vocab = meta.extra["target_vocab"]["ids"] if tv and tv.restrict_output else None
+    output_vocab = decoding_vocab(recipe, meta.extra.get("target_vocab", {}).get("ids"))
     t0 = time.perf_counter()
     results = evaluate_pairs(
         model,

@@ -52,6 +52,7 @@ from .model import build_model
 from .recipe import Recipe, resolve_path
 from .run_log import RunLog, TrainWindow
 from .step import OutputVocabulary, StepStats, make_optimizer, train_step
+from .vocab import decoding_vocab
 
 
 class Trainer:
@@ -222,7 +223,9 @@ class Trainer:
                 beam=1,
                 batch_size=self.recipe.training.eval_batch_size,
                 lid=self._lid,
-                output_vocab=self.target_vocab.ids if self.output_vocab else None,
+                output_vocab=decoding_vocab(
+                    self.recipe, self.target_vocab.ids if self.target_vocab else None
+                ),
             )
             avg = res["averages"]["all"]
             record = {

@@ -268,6 +268,14 @@ def encode_corpus_filtered(
     )
 
 
+def decoding_vocab(recipe: Any, ids: dict[str, list[int]] | None) -> dict[str, list[int]] | None:
+    """The per-language ids that decoding is restricted to: ``ids`` when the model was
+    trained with a restricted output layer (``data.target_vocab.restrict_output``), else None
+    (full softmax). One rule for dev evaluation in training and for ``training.evaluate``."""
+    tv = recipe.data.target_vocab
+    return ids if tv is not None and tv.restrict_output else None
+
+
 def target_vocab_datasets(
     cfg: TargetVocabConfig,
     tokenizer_path: Path | str,
