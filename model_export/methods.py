@@ -82,3 +82,24 @@ def lee_fusion(cfg: Any) -> LanguageEmbedding:
         elif point == 6:
             biases += [before("decoder", i, "cross_attn") for i in range(n["decoder"])]
     return LanguageEmbedding(biases=biases, positions=positions)
+
+
+def fused_names(fusions: list[Fusion]) -> set[str]:
+    """Dense weights the method fusions change (the exporter's check compares the others with
+    the model as they are; parity tests check the fused ones)."""
+    out: set[str] = set()
+    for f in fusions:
+        if isinstance(f, LowRankSum):
+            out |= {f"{p}.weight" for p in f.linears}
+        elif isinstance(f, LanguageAwareAttention):
+            out |= {f"{p}.{x}.weight" for p in f.attentions for x in ATTN}
+        elif isinstance(f, LanguageEmbedding):
+            out |= set(f.biases)
+    return out
+
+
+def is_method_tensor(param_name: str) -> bool:
+    return ".lms_" in param_name or param_name.startswith(("laa.", "lee."))
+
+
+ATTN = ("q_proj", "k_proj", "v_proj", "out_proj")

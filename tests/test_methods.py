@@ -111,7 +111,8 @@ def test_fd_loss_terms_match_a_hand_computed_example():
     ce_s = -math.log(q[0][0]) - math.log(q[1][1])
 
     def kl(a, b):
-        return sum(x * math.log(x / y) for ra, rb in zip(a, b) for x, y in zip(ra, rb))
+        rows = zip(a, b, strict=True)
+        return sum(x * math.log(x / y) for ra, rb in rows for x, y in zip(ra, rb, strict=True))
 
     want_kl = 0.5 * (kl(p, q) + kl(q, p))
     keep = torch.tensor([True, True])
@@ -195,7 +196,7 @@ def test_lee_adds_the_targets_vector_at_the_switching_points():
 def test_configs_refuse_what_cannot_be_expressed():
     with pytest.raises(ValueError, match="LSL"):
         tiny_model_config(lms={"rank": 2}, language_specific={"encoder_src": [1]})
-    with pytest.raises(ValueError, match="1..6"):
+    with pytest.raises(ValueError, match=r"1\.\.6"):
         tiny_model_config(laa={"lee_points": [7]})
     with pytest.raises(ValueError, match="fuse_distill"):
         tiny_model_config(lms={"fuse_distill": True})
@@ -206,3 +207,20 @@ def test_symmetric_kl_gradient_reaches_both_paths():
     b = torch.randn(3, 5, requires_grad=True)
     symmetric_kl(a, b).backward()
     assert a.grad.abs().sum() > 0 and b.grad.abs().sum() > 0  # eq. 4: no stop-gradient
+
+
+def test_parameter_report_counts_as_figure_4():
+    from training.method_params import parameter_report
+
+    _, model = model_pair(
+        lms={"rank": 2, "fuse_distill": True}, laa={"places": ["decoder_self"], "lee_points": [5]}
+    )
+    r = parameter_report(model)
+    n_linears, d, ffn, n_lang = 2 * (2 + 2), 32, 64, len(LANGS)
+    per_linear = 2 * (d + ffn)  # rank (r + c)
+    assert r["lms"] == n_lang * n_linears * per_linear  # O(L d (r + c))
+    assert r["lms_shared"] == n_linears * per_linear  # FD-share: O(d (r + c))
+    assert r["laa"] == n_lang * d * d and r["lee"] == n_lang * d
+    assert r["inference_share"] == r["lms_shared"] + r["laa"] + r["lee"]
+    base, _ = model_pair()
+    assert r["base"] == sum(p.numel() for p in base.parameters())

@@ -153,8 +153,6 @@ class ModelConfig(BaseModel):
             # Factors inside a language-specific block would be indexed twice (and named
             # ``by_lang`` twice), which neither the exporter nor the bundle can express.
             raise ValueError("lms cannot be combined with LSL layers or separate decoders")
-        if (self.laa.places or self.laa.lee_points) and (
-            lsl or self.decoder_sharing == "separate"
-        ):
+        if (self.laa.places or self.laa.lee_points) and (lsl or self.decoder_sharing == "separate"):
             raise ValueError("laa/lee cannot be combined with LSL layers or separate decoders")
         return self

@@ -78,8 +78,8 @@ def attach_lms(model: nn.Module, cfg: LMSConfig, languages: list[str], state: Co
         # the language of the side (source in the encoder, target in the decoder).
         side = "src" if path.startswith("encoder.") else "tgt"
         v_index, f_index = ("src", "tgt") if cfg.synthesis == "pair" else (side, side)
-        linear.lms_v = LanguageSpecific(lambda: Factor(rows, cfg.rank, std), languages, v_index)
-        linear.lms_f = LanguageSpecific(lambda: Factor(cfg.rank, cols, 0.0), languages, f_index)
+        linear.lms_v = LanguageSpecific(lambda r=rows: Factor(r, cfg.rank, std), languages, v_index)
+        linear.lms_f = LanguageSpecific(lambda c=cols: Factor(cfg.rank, c, 0.0), languages, f_index)
         if cfg.fuse_distill:
             linear.lms_shared_v = Factor(rows, cfg.rank, std)
             linear.lms_shared_f = Factor(cfg.rank, cols, 0.0)
@@ -118,4 +118,5 @@ def lms_path(model: nn.Module, path: str) -> Iterator[None]:
 
 
 def fuse_distill_enabled(model: nn.Module) -> bool:
-    return bool(getattr(getattr(model, "module", model), "cfg").lms.fuse_distill)
+    cfg = getattr(getattr(model, "module", model), "cfg", None)
+    return cfg is not None and cfg.lms.fuse_distill
