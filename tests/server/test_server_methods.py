@@ -1,6 +1,7 @@
 """A bundle whose routes are fused from LMS factors (+ Fuse Distillation), LAA matrices and LEE
-vectors serves over HTTP like any other: per-route engines for the language-specific path,
-one engine for every route with FD-share."""
+vectors serves over HTTP like any other: per-route engines for the language-specific path;
+with FD-share the LMS part is shared, so engines are per target language (LAA/LEE) only (the
+pure-LMS FD-share case, one engine for all routes, is in tests/test_methods_parity.py)."""
 
 from __future__ import annotations
 
@@ -34,7 +35,9 @@ def test_lms_laa_lee_bundle_serves_over_http(make_server, methods_bundle, path):
             assert r.status_code == 200, r.text
             assert r.json()["translations"][0]["text"].strip()
         keys = {e["key"] for e in client.get("/v1/models").json()["engines"]}
-    if path == "shared":
-        assert len(keys) == 1 and next(iter(keys)).endswith("tiny:shared"), keys
+    if path == "shared":  # LMS shared by all routes; LAA/LEE still target-specific
+        assert {k.split("/", 1)[-1] if "/" in k else k for k in keys} == {"de", "en", "fr"}, keys
+        assert all(k.endswith(("tiny:shared+tgt/de", "tiny:shared+tgt/en", "tiny:shared+tgt/fr"))
+                   for k in keys), keys  # fmt: skip
     else:
         assert len(keys) == len(methods_bundle.routes), keys
