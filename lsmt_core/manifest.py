@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -54,9 +54,51 @@ class VocabSlice(_Strict):
 
     rule: Literal["vocab_slice"] = "vocab_slice"
     ids: str = "target_vocab.ids"
+    reads: ClassVar[frozenset[str]] = frozenset({"tgt"})  # modules read beyond weight_groups
 
 
-Fusion = Annotated[VocabSlice, Field(discriminator="rule")]
+class LowRankSum(_Strict):
+    """LMS (LMS paper, eq. 1): for each linear ``P`` in ``linears``, ``P.weight += V @ F`` with
+    ``V = P.<vertical>`` and ``F = P.<flat>``, tensors of the route's modules (their weight
+    groups say which: ``src``/``tgt`` language factors, or the shared pair for FD-share).
+    The bundle stores factors per language; the product exists only in the assembled route.
+    """
+
+    rule: Literal["low_rank_sum"] = "low_rank_sum"
+    linears: list[str]
+    vertical: str = "lms_v.weight"
+    flat: str = "lms_f.weight"
+    path: Literal["ls", "shared"] = "ls"  # which trained path (FD-LS or FD-share)
+    reads: ClassVar[frozenset[str]] = frozenset()
+
+
+class LanguageAwareAttention(_Strict):
+    """LAA (LAA paper, eq. 3-5): the target module's ``matrix`` M (d x d) is added to the
+    q/k/v projections (``W += M^T`` in PyTorch's out x in layout) and to the output projection
+    (``W += M``) of every attention block in ``attentions``."""
+
+    rule: Literal["laa"] = "laa"
+    attentions: list[str]
+    matrix: str = "laa.weight"
+    reads: ClassVar[frozenset[str]] = frozenset()
+
+
+class LanguageEmbedding(_Strict):
+    """LEE (LAA paper, section 3): the target module's ``vector`` is added to every bias in
+    ``biases`` (each adds to the residual stream just before a switching point) and to the
+    position tables in ``positions`` (switching points at a stack's input)."""
+
+    rule: Literal["lee"] = "lee"
+    biases: list[str]
+    positions: list[Literal["encoder", "decoder"]] = Field(default_factory=list)
+    vector: str = "lee.weight"
+    reads: ClassVar[frozenset[str]] = frozenset()
+
+
+Fusion = Annotated[
+    VocabSlice | LowRankSum | LanguageAwareAttention | LanguageEmbedding,
+    Field(discriminator="rule"),
+]
 
 
 class TargetVocab(_Strict):
@@ -113,8 +155,8 @@ class Manifest(_Strict):
 
     def indices_used(self) -> set[Index]:
         used: set[Index] = {g.index for g in self.weight_groups}
-        if self.fusions:
-            used.add("tgt")  # every fusion rule so far reads a tgt module
+        for fusion in self.fusions:
+            used |= fusion.reads  # e.g. vocab_slice reads the tgt module
         return used
 
 

@@ -64,6 +64,13 @@ def export_main(argv: list[str]) -> int:
     )
     p.add_argument("--eval-json", type=Path, help="evaluation results to record as provenance")
     p.add_argument(
+        "--lms-path",
+        choices=["ls", "shared"],
+        default="ls",
+        help="LMS + Fuse Distillation: serve the language-specific path (ls) or the shared one "
+        "(shared: one engine for every route); docs/methods.md",
+    )
+    p.add_argument(
         "--min-chrf-gain",
         type=float,
         help="with --eval-json: leave out routes whose chrF beats the copy-the-source "
@@ -76,6 +83,7 @@ def export_main(argv: list[str]) -> int:
 
     from .bundle import load_bundle
     from .from_torch import export_bundle
+    from .methods import fused_names
 
     t0 = time.perf_counter()
     model, recipe, meta = load_model(args.checkpoint, which=args.which)
@@ -149,12 +157,13 @@ def export_main(argv: list[str]) -> int:
         target_vocab=target_vocab,
         target_vocab_rule=rule,
         provenance=provenance,
+        lms_path=args.lms_path,
     )
     # Verify what was written: reload, assemble one route, compare with the PyTorch weights.
     bundle = load_bundle(args.out)
     src, tgt = bundle.routes[0]
     dense = bundle.assemble(src, tgt)
-    worst = verify_against_model(model, dense, src, tgt)
+    worst = verify_against_model(model, dense, src, tgt, fused_names(manifest.fusions))
     tol = max_error(args.dtype, dense.weights) + 1e-6
     if worst > tol:
         raise SystemExit(f"verification failed: max |diff| {worst:g} > {tol:g} on {src}->{tgt}")
@@ -181,13 +190,17 @@ def routes_beating_copy(
     return kept, dropped
 
 
-def verify_against_model(model, dense, src: str, tgt: str) -> float:
-    """Largest absolute difference between assembled weights and the model's route weights."""
+def verify_against_model(model, dense, src: str, tgt: str, fused: set[str] = frozenset()) -> float:
+    """Largest absolute difference between assembled weights and the model's route weights
+    (leaving out the method tensors and the weights their fusions change: ``fused``)."""
     from .from_torch import dense_name
+    from .methods import is_method_tensor
 
     worst = 0.0
     for param_name, param in model.named_parameters():
         name, index, lang = dense_name(model, param_name)
+        if is_method_tensor(param_name) or name in fused:
+            continue
         if lang is not None and lang != (src if index == "src" else tgt):
             continue
         if name not in dense.weights:

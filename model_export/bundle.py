@@ -26,6 +26,7 @@ from safetensors.numpy import load, save_file
 from lsmt_core.manifest import Architecture, FileDigest, Fusion, Index, Manifest, VocabSlice
 from lsmt_core.tags import tag_source
 
+from .fusions import RULES as METHOD_RULES
 from .storage import decode
 
 Weights = dict[str, np.ndarray]
@@ -223,6 +224,7 @@ def _vocab_slice(dense: DenseModel, rule: Fusion, extras: dict[str, Weights]) ->
 # Each method adds one rule here (and a parity test), not a new pipeline.
 FUSION_RULES: dict[str, Callable[[DenseModel, Fusion, dict[str, Weights]], None]] = {
     "vocab_slice": _vocab_slice,
+    **METHOD_RULES,  # LMS, LAA, LEE (model_export.fusions)
 }
 
 

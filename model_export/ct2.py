@@ -12,6 +12,7 @@ from ctranslate2.specs import common_spec, transformer_spec
 from lsmt_core.positions import sinusoid_table
 
 from .bundle import DECODER_EMBEDDING, EMBEDDING, OUTPUT_PROJECTION, DenseModel
+from .fusions import DECODER_POSITIONS, ENCODER_POSITIONS
 
 ACTIVATIONS = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU}
 # Quantizations a saved model may carry; others (e.g. "auto") are chosen at load time.
@@ -70,12 +71,12 @@ def build_spec(dense: DenseModel) -> transformer_spec.TransformerSpec:
     positions = sinusoid_table(a.max_positions, a.d_model)
     enc, dec = spec.encoder, spec.decoder
     enc.embeddings[0].weight = w[EMBEDDING]
-    enc.position_encodings.encodings = positions
+    enc.position_encodings.encodings = w.get(ENCODER_POSITIONS, positions)  # LEE may add E
     for i, layer in enumerate(enc.layer):
         _attention(layer.self_attention, w, f"encoder.layers.{i}.self_attn", cross=False)
         _ffn(layer.ffn, w, f"encoder.layers.{i}.ffn")
     dec.embeddings.weight = w[DECODER_EMBEDDING]
-    dec.position_encodings.encodings = positions
+    dec.position_encodings.encodings = w.get(DECODER_POSITIONS, positions)
     dec.projection.weight = w[OUTPUT_PROJECTION]
     for i, layer in enumerate(dec.layer):
         _attention(layer.self_attention, w, f"decoder.layers.{i}.self_attn", cross=False)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from lsmt_core.manifest import (
 )
 
 from .bundle import Weights, module_name, write_bundle
+from .methods import lms_excluded, method_fusions
 from .storage import encode
 
 
@@ -47,21 +49,27 @@ def dense_name(model: Any, param_name: str) -> tuple[str, str, str | None]:
 
 
 def split_modules(
-    model: Any, languages: list[str], store_dtype: str = "float16"
+    model: Any,
+    languages: list[str],
+    store_dtype: str = "float16",
+    exclude: Callable[[str], bool] | None = None,
 ) -> tuple[list[WeightGroup], dict[str, Weights]]:
     """Weight groups and module contents, keyed by dense (route-independent) names.
 
     A parameter ``P.by_lang.<lang>.rest`` of a LanguageSpecific module at ``P`` goes to the
     module ``<index>/<lang>`` under the dense name ``P.rest`` (:func:`dense_name`).
+    Parameters (and groups) for which ``exclude(name)`` holds are left out.
     """
     from training.model import LanguageSpecific
 
     groups = [WeightGroup(prefix="", index="shared")]
     modules: dict[str, Weights] = {"shared": {}}
     for path, module in model.named_modules():
-        if isinstance(module, LanguageSpecific):
+        if isinstance(module, LanguageSpecific) and not (exclude and exclude(path + ".by_lang.")):
             groups.append(WeightGroup(prefix=path, index=module.index))
     for name, param in model.named_parameters():
+        if exclude is not None and exclude(name):
+            continue
         value = param.detach().cpu().float().numpy()
         dense, index, lang = dense_name(model, name)
         if lang is None:
@@ -83,16 +91,21 @@ def export_bundle(
     target_vocab: dict[str, list[int]] | None = None,
     target_vocab_rule: tuple[int, int] | None = None,
     provenance: dict[str, Any] | None = None,
+    lms_path: str = "ls",
 ) -> Manifest:
     """Write ``model`` as a bundle serving ``routes``.
 
     ``target_vocab`` maps each target language to the token ids it keeps (test-time vocabulary
     filtering); ``target_vocab_rule`` records the (min_count, max_size) that chose them.
+    ``lms_path`` picks, for a Fuse-Distillation model, the language-specific path (``ls``) or
+    the shared one (``shared``: one engine serves every route).
     """
     languages = sorted(languages or {lang for route in routes for lang in route})
     routes = [r for r in routes if r[0] in languages and r[1] in languages]
-    groups, modules = split_modules(model, languages, store_dtype)
-    fusions = []
+    method = method_fusions(model, lms_path)  # LMS / LAA / LEE (model_export.methods)
+    exclude = (lambda name: lms_excluded(name, lms_path)) if model.cfg.lms.rank else None
+    groups, modules = split_modules(model, languages, store_dtype, exclude)
+    fusions = list(method)
     vocab_info = None
     if target_vocab is not None:
         fusions.append(VocabSlice())

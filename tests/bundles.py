@@ -152,8 +152,11 @@ def make_tiny_bundle(
     steps: int = 300,
     target_vocab_size: int | None = None,
     name: str = "tiny",
+    lms_paths: tuple[str, ...] = ("ls",),
 ) -> TinyBundle:
-    """Train a tiny model on real verses for all routes and export it as a float32 bundle."""
+    """Train a tiny model on real verses for all routes and export it as a float32 bundle.
+    With several ``lms_paths`` (a Fuse-Distillation model), one bundle per path:
+    ``bundle`` for the first, ``bundle-<path>`` for the others."""
     from model_export.from_torch import export_bundle
 
     out_dir = Path(out_dir)
@@ -167,16 +170,18 @@ def make_tiny_bundle(
         target_vocab = {
             lang: frequent_ids(sp, verses[lang], target_vocab_size) for lang in languages
         }
-    export_bundle(
-        model,
-        out_dir / "bundle",
-        name=name,
-        tokenizer_model=sp_path,
-        routes=routes,
-        store_dtype="float32",
-        target_vocab=target_vocab,
-        target_vocab_rule=(1, target_vocab_size or 0),
-    )
+    for i, path in enumerate(lms_paths):
+        export_bundle(
+            model,
+            out_dir / ("bundle" if i == 0 else f"bundle-{path}"),
+            name=name,
+            tokenizer_model=sp_path,
+            routes=routes,
+            store_dtype="float32",
+            target_vocab=target_vocab,
+            target_vocab_rule=(1, target_vocab_size or 0),
+            lms_path=path,
+        )
     return TinyBundle(out_dir / "bundle", model, sp, verses, routes)
 
 

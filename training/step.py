@@ -24,6 +24,8 @@ from lsmt_core.routes import Route
 from lsmt_core.tags import PAD_ID
 
 from .batching import Batch
+from .fuse_distill import fd_terms
+from .model.lms import SHARED_PATH, fuse_distill_enabled, lms_path
 
 if TYPE_CHECKING:
     from .recipe import Recipe
@@ -168,7 +170,13 @@ def train_step(
                 rows, gold = output_vocab.restrict(b.route, b.gold)
             with amp:
                 logits = model(b.src, b.tgt_in, b.route, rows)
-            loss, nll = label_smoothed_nll(logits, gold, label_smoothing, keep=b.gold != PAD_ID)
+            keep = b.gold != PAD_ID
+            loss, nll = label_smoothed_nll(logits, gold, label_smoothing, keep=keep)
+            if fuse_distill_enabled(model):  # LMS paper eq. 3/4: the shared path as well
+                with amp, lms_path(model, SHARED_PATH):
+                    shared = model(b.src, b.tgt_in, b.route, rows)
+                loss_s, _ = label_smoothed_nll(shared, gold, label_smoothing, keep=keep)
+                loss = fd_terms(logits, shared, loss, loss_s, keep).loss
             scaled = loss * scale
             (scaler.scale(scaled) if scaler is not None else scaled).backward()
         loss_sum += loss.detach().double()

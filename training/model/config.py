@@ -46,6 +46,71 @@ class LanguageSpecificConfig(BaseModel):
         return self
 
 
+LSL_LISTS = ("encoder_src", "encoder_tgt", "decoder_src", "decoder_tgt")
+
+
+class LMSConfig(BaseModel):
+    """Language-specific Matrix Synthesis (LMS paper, Xu et al. 2023), ``training.model.lms``.
+
+    Each chosen linear computes ``(W + W_v W_f) x`` (eq. 1), ``W_v`` (out x rank) and ``W_f``
+    (rank x in) per language: pair-wise (``pair``) takes ``W_v`` from the source language and
+    ``W_f`` from the target; language-wise (``language``) takes both from the source language
+    in the encoder and from the target language in the decoder (paper section 2.1).
+    ``rank: 0`` turns LMS off. ``fuse_distill`` adds one shared low-rank pair and trains both
+    paths on every batch (Fuse Distillation, section 4).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    rank: int = Field(default=0, ge=0)
+    synthesis: Literal["pair", "language"] = "pair"
+    ffn: bool = True
+    attention: bool = False  # q/k/v/out of every attention block (section 6.2's ablation)
+    init_std: float | None = None
+    """Std of the Gaussian vertical factors (flat factors start at zero, section 2.2, so a new
+    model equals the dense one); None = rank ** -0.5."""
+    fuse_distill: bool = False
+
+    @model_validator(mode="after")
+    def _check(self) -> LMSConfig:
+        if self.rank and not (self.ffn or self.attention):
+            raise ValueError("lms: rank > 0 but neither ffn nor attention is chosen")
+        if self.fuse_distill and not self.rank:
+            raise ValueError("lms.fuse_distill needs lms.rank > 0")
+        return self
+
+
+LAA_PLACES = ("encoder_self", "decoder_self", "decoder_cross")
+
+
+class LAAConfig(BaseModel):
+    """Language-aware attention (LAA paper, Jin & Xiong 2022), ``training.model.laa``: one
+    d_model x d_model matrix per target language, shared by every layer and place, added to
+    W_Q, W_K, W_V and (transposed) to W_O of the attentions at ``places`` (eq. 3-5, computed
+    in the batched form of Appendix A). ``places: []`` turns LAA off.
+
+    ``lee_points`` is language embedding embodiment (LEE, section 3): the target language's
+    embedding is added to the hidden states at these switching points, in every layer:
+    1 encoder self-attention input, 2 encoder FFN input, 3 encoder output, 4 decoder
+    self-attention input, 5 decoder cross-attention input, 6 decoder FFN input.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    places: list[Literal["encoder_self", "decoder_self", "decoder_cross"]] = Field(
+        default_factory=list
+    )
+    init_std: float = 0.0  # 0: the matrices start at zero, the model as the base model
+    lee_points: list[int] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _check(self) -> LAAConfig:
+        bad = [p for p in self.lee_points if not 1 <= p <= 6]
+        if bad:
+            raise ValueError(f"laa.lee_points {bad}: switching points are 1..6")
+        return self
+
+
 class ModelConfig(BaseModel):
     """Architecture of the encoder-decoder Transformer."""
 
@@ -65,6 +130,8 @@ class ModelConfig(BaseModel):
     decoder_sharing: Literal["shared", "separate"] = "shared"
     tag_scheme: TagScheme = TagScheme.TARGET_PREFIX
     language_specific: LanguageSpecificConfig = Field(default_factory=LanguageSpecificConfig)
+    lms: LMSConfig = Field(default_factory=LMSConfig)
+    laa: LAAConfig = Field(default_factory=LAAConfig)
 
     @model_validator(mode="after")
     def _check(self) -> ModelConfig:
@@ -81,4 +148,11 @@ class ModelConfig(BaseModel):
                     )
         if self.decoder_sharing == "separate" and (ls.decoder_src or ls.decoder_tgt):
             raise ValueError("separate decoders are already target-specific: no decoder LSL")
+        lsl = ls.search or any(getattr(ls, f) for f in LSL_LISTS)
+        if self.lms.rank and (lsl or self.decoder_sharing == "separate"):
+            # Factors inside a language-specific block would be indexed twice (and named
+            # ``by_lang`` twice), which neither the exporter nor the bundle can express.
+            raise ValueError("lms cannot be combined with LSL layers or separate decoders")
+        if (self.laa.places or self.laa.lee_points) and (lsl or self.decoder_sharing == "separate"):
+            raise ValueError("laa/lee cannot be combined with LSL layers or separate decoders")
         return self

@@ -16,6 +16,7 @@ from torch import nn
 from lsmt_core.positions import sinusoid_table
 
 from .config import ModelConfig
+from .laa import attach as attach_laa
 from .layers import (
     AttentionBlock,
     FeedForwardBlock,
@@ -26,6 +27,7 @@ from .layers import (
     resolve,
     split_language_specific,
 )
+from .lms import Conditioning, attach_lms
 from .nas import SearchLayer
 
 LayerCache = dict[str, KVCache]
@@ -186,6 +188,10 @@ class Seq2SeqTransformer(nn.Module):
             self.decoder = LanguageSpecific(lambda: Decoder(blocks, False), self.languages, "tgt")
         else:
             self.decoder = Decoder(blocks)
+        # Language-conditioned additions (LMS, LAA, LEE): hooks that read the bound route.
+        self.conditioning = Conditioning()
+        self.lms_linears = attach_lms(self, cfg.lms, self.languages, self.conditioning)
+        attach_laa(self, cfg.laa, self.languages, self.conditioning)
 
     # -- pieces used by training, search and export -------------------------------------------
     def embed(self, ids: torch.Tensor, offset: int = 0) -> torch.Tensor:
@@ -199,6 +205,7 @@ class Seq2SeqTransformer(nn.Module):
 
     def encode(self, src_ids: torch.Tensor, route: Route, pad_id: int = 0):
         """Encoder states and the key mask (B, 1, 1, S), True where a token may be attended."""
+        self.conditioning.route = route
         mask = (src_ids != pad_id)[:, None, None, :]
         return self.encoder(self.embed(src_ids), mask, route), mask
 
@@ -214,6 +221,7 @@ class Seq2SeqTransformer(nn.Module):
     ) -> torch.Tensor:
         """Logits (B, T, V). With ``cache``, ``tgt_in`` holds only the new tokens at ``offset``.
         With ``output_ids`` (N,), logits (B, T, N) over those vocabulary rows only."""
+        self.conditioning.route = route
         t = tgt_in.shape[1]
         self_mask = None
         if cache is None or t > 1:
