@@ -34,13 +34,33 @@ VARIANTS = {
 ROUTES = [("de", "en"), ("en", "fr")]
 
 
+@pytest.fixture(scope="module")
+def train_variant(tmp_path_factory):
+    """``train_variant(name)``: the variant's tiny bundle, trained once per module."""
+    done: dict[str, TinyBundle] = {}
+
+    def train(name: str) -> TinyBundle:
+        if name not in done:
+            fd = VARIANTS[name].get("lms", {}).get("fuse_distill", False)
+            done[name] = make_tiny_bundle(
+                tmp_path_factory.mktemp(name),
+                model_overrides=VARIANTS[name],
+                steps=400,
+                lms_paths=("ls", "shared") if fd else ("ls",),
+            )
+        return done[name]
+
+    return train
+
+
 @pytest.fixture(scope="module", params=sorted(VARIANTS))
-def trained(request, tmp_path_factory) -> TinyBundle:
-    out = tmp_path_factory.mktemp(request.param)
-    fd = VARIANTS[request.param].get("lms", {}).get("fuse_distill", False)
-    paths = ("ls", "shared") if fd else ("ls",)
-    return make_tiny_bundle(out, model_overrides=VARIANTS[request.param], steps=400,
-                            lms_paths=paths)  # fmt: skip
+def trained(request, train_variant) -> TinyBundle:
+    return train_variant(request.param)
+
+
+@pytest.fixture(scope="module")
+def fd_trained(train_variant) -> TinyBundle:
+    return train_variant("lms-pair-fd")
 
 
 @pytest.mark.parametrize("route", ROUTES, ids=lambda r: f"{r[0]}-{r[1]}")
@@ -48,9 +68,9 @@ def test_fused_engine_matches_pytorch(trained: TinyBundle, route):
     check_parity(trained, route)
 
 
-def test_fd_share_one_engine_for_every_route_matches_pytorch_shared_path(trained: TinyBundle):
-    if not trained.model.cfg.lms.fuse_distill:
-        pytest.skip("not a Fuse-Distillation model")
+def test_fd_share_one_engine_for_every_route_matches_pytorch_shared_path(fd_trained: TinyBundle):
+    trained = fd_trained
+    assert trained.model.cfg.lms.fuse_distill
     share = TinyBundle(trained.path.with_name("bundle-shared"), trained.model, trained.sp,
                        trained.verses, trained.routes)  # fmt: skip
     bundle, ls_bundle = load_bundle(share.path), load_bundle(trained.path)
