@@ -96,3 +96,42 @@ def test_locust_run_and_step_mode(quick_models, small_corpus, tmp_path):
     assert result["throughput_at_target"]["users"] in (1, 2)
     assert result["crossed_at_users"] is None
     _png(steps / "steps.png")
+
+
+def test_bench_methods_quick(small_corpus, small_tokenizer, tmp_path):
+    """The method-recipe throughput runner, one round on tiny recipes; no timing asserted."""
+    from loadtests import bench_methods
+
+    out = tmp_path / "methods"
+    result = bench_methods.main(
+        [
+            "--recipes",
+            "tiny,tiny_lms_fd,tiny_laa_lee",
+            "--steps",
+            "2",
+            "--warmup",
+            "1",
+            "--batch-tokens",
+            "256",
+            "--pairs-per-route",
+            "50",
+            "--set",
+            f"data.dir={small_corpus}",
+            f"data.tokenizer={small_tokenizer}",
+            "--out",
+            str(out),
+        ]
+    )
+    saved = json.loads((out / "results.json").read_text())
+    assert saved["baseline"] == "tiny" and saved == json.loads(json.dumps(result))
+    rows = {r["recipe"]: r for r in saved["results"]}
+    assert list(rows) == ["tiny", "tiny_lms_fd", "tiny_laa_lee"]
+    assert rows["tiny"]["ratio_median"] == 1.0
+    for row in rows.values():
+        assert math.isfinite(row["ratio_median"]) and row["ratio_median"] > 0, row
+        assert row["tokens"] > 0 and math.isfinite(row["mean_nll"]), row
+    # the methods add trainable parameters to the same base model
+    assert rows["tiny_lms_fd"]["trainable_parameters"] > rows["tiny"]["trainable_parameters"]
+    assert rows["tiny_laa_lee"]["trainable_parameters"] > rows["tiny"]["trainable_parameters"]
+    with open(out / "results.csv", newline="") as f:
+        assert [r["recipe"] for r in csv.DictReader(f)] == list(rows)

@@ -1,0 +1,135 @@
+"""Training throughput of the language-conditioned method recipes next to the dense baseline,
+side by side in one process (docs/methods.md, "Measured").
+
+    python loadtests/bench_methods.py [--recipes default_dense_8-2,lms_pair,...] [--steps 10]
+        [--warmup 2] [--batch-tokens 2048] [--pairs-per-route 1000] [--threads 1]
+        [--set key=value ...] [--out runs/bench_methods]
+
+Every recipe's Trainer (model, optimizer, sampler: same seed, so the same sequence of
+batches) is built first; then the updates run round-robin, one step of each recipe per
+round, so that load from anything else on the machine falls on every recipe alike. The first
+``--warmup`` rounds are not timed. Per round, each recipe's target tokens/s is divided by the
+first recipe's (the baseline) in that round; the reported ratio is the median over rounds.
+Timed is :meth:`training.trainer.Trainer.update` (forward, loss, backward, optimizer step) as
+in ``loadtests/bench_training.py``; evaluation and checkpointing are off. Writes results.json
+and results.csv under --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+from training.recipe import load_recipe, parse_overrides
+from training.trainer import Trainer
+
+RECIPES = "default_dense_8-2,lms_pair,lms_language,lms_fd,laa_dec_self,laa_lee"
+
+
+def _merge(a: dict, b: dict) -> dict:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def build(recipe_name: str, args: argparse.Namespace, out: Path) -> Trainer:
+    overrides = {
+        "data": {"max_pairs_per_route": args.pairs_per_route},
+        "training": {
+            "batch_tokens": args.batch_tokens,
+            "eval_every": 0,
+            "save_every": 0,
+            "num_threads": args.threads,
+        },
+    }
+    overrides = _merge(overrides, parse_overrides(args.set or []))
+    recipe = load_recipe(recipe_name, overrides)
+    return Trainer(recipe, out / recipe_name.replace("/", "_"), device="cpu", progress=False)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--recipes", default=RECIPES, help="comma-separated; the first is the baseline")
+    p.add_argument("--steps", type=int, default=10, help="timed rounds")
+    p.add_argument("--warmup", type=int, default=2, help="untimed rounds first")
+    p.add_argument("--batch-tokens", type=int, default=2048)
+    p.add_argument("--pairs-per-route", type=int, default=1000)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--set", nargs="*", metavar="KEY=VALUE", help="overrides for every recipe")
+    p.add_argument("--out", type=Path, default=Path("runs/bench_methods"))
+    args = p.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    names = [r.strip() for r in args.recipes.split(",") if r.strip()]
+
+    trainers = {name: build(name, args, args.out) for name in names}
+    params = {
+        name: sum(q.numel() for q in tr.model.parameters() if q.requires_grad)
+        for name, tr in trainers.items()
+    }
+    rounds: list[dict[str, dict]] = []
+    for i in range(args.warmup + args.steps):
+        this_round = {}
+        for name, tr in trainers.items():
+            t = tr.recipe.training
+            batches = [tr.sampler.next_batch() for _ in range(t.accumulation)]
+            t0 = time.perf_counter()
+            stats = tr.update(batches)
+            seconds = time.perf_counter() - t0
+            this_round[name] = {"tokens": stats.ntokens, "seconds": seconds, "nll": stats.nll}
+        if i >= args.warmup:
+            rounds.append(this_round)
+        steps = " ".join(f"{v['seconds']:.2f}" for v in this_round.values())
+        kind = "warm-up" if i < args.warmup else "timed"
+        print(f"round {i + 1}/{args.warmup + args.steps} ({kind}): {steps} s", flush=True)
+
+    base = names[0]
+    rows = []
+    for name in names:
+        tps = [r[name]["tokens"] / r[name]["seconds"] for r in rounds]
+        base_tps = [r[base]["tokens"] / r[base]["seconds"] for r in rounds]
+        ratios = [a / b for a, b in zip(tps, base_tps, strict=True)]
+        tokens = sum(r[name]["tokens"] for r in rounds)
+        seconds = sum(r[name]["seconds"] for r in rounds)
+        rows.append(
+            {
+                "recipe": name,
+                "trainable_parameters": params[name],
+                "tgt_tokens_per_s": tokens / seconds,
+                "median_step_s": statistics.median(r[name]["seconds"] for r in rounds),
+                "ratio_median": statistics.median(ratios),
+                "ratio_min": min(ratios),
+                "ratio_max": max(ratios),
+                "tokens": tokens,
+                "seconds": seconds,
+                "mean_nll": sum(r[name]["nll"] for r in rounds) / len(rounds),
+            }
+        )
+        print(
+            f"{name:<20} {rows[-1]['tgt_tokens_per_s']:>7.0f} target tokens/s  "
+            f"x{rows[-1]['ratio_median']:.2f} (rounds {rows[-1]['ratio_min']:.2f}.."
+            f"{rows[-1]['ratio_max']:.2f})  median step {rows[-1]['median_step_s']:.2f}s",
+            flush=True,
+        )
+    machine = f"{platform.machine()} CPU, {torch.get_num_threads()} intra-op threads used"
+    settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+    result = {"machine": machine, **settings, "baseline": base, "results": rows}
+    (args.out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
+    with open(args.out / "results.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    print(f"-> {args.out}/results.json, results.csv")
+    return result
+
+
+if __name__ == "__main__":
+    main()
+    raise SystemExit(0)
