@@ -99,7 +99,9 @@ def _hook(linear: nn.Module, state: Conditioning):
         if state.route is None:
             raise RuntimeError("LMS linear called without a route: use the model's encode/decode")
         v, f = factors(linear, state.route, state.path)
-        return out + F.linear(args[0], v @ f)
+        # (x f^T) v^T, not x (v f)^T: two thin products instead of a full-size matrix and a
+        # second full-size product (the same sum; export fuses v f into W once per route).
+        return out + F.linear(F.linear(args[0], f), v)
 
     return add_low_rank
 
