@@ -170,6 +170,11 @@ def train_step(
                 logits = model(b.src, b.tgt_in, b.route, rows)
             loss, nll = label_smoothed_nll(logits, gold, label_smoothing, keep=b.gold != PAD_ID)
             scaled = loss * scale
+            aux = getattr(getattr(model, "module", model), "aux_loss", None)  # DDP wraps
+            if aux is not None:
+                # per-update auxiliary losses (sparse model): each micro-batch's sample weighted
+                # by its share of the update's tokens, so the sum is one aux loss per update
+                scaled = scaled + aux.float() * b.ntokens * scale
             (scaler.scale(scaled) if scaler is not None else scaled).backward()
         loss_sum += loss.detach().double()
         nll_sum += nll.detach().double()

@@ -8,6 +8,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from lsmt_core.tags import TagScheme
 
+from .sparse_config import SparseConfig
+
 
 class LanguageSpecificConfig(BaseModel):
     """Language-specific layers (LSL paper, Pires et al. 2023).
@@ -65,6 +67,8 @@ class ModelConfig(BaseModel):
     decoder_sharing: Literal["shared", "separate"] = "shared"
     tag_scheme: TagScheme = TagScheme.TARGET_PREFIX
     language_specific: LanguageSpecificConfig = Field(default_factory=LanguageSpecificConfig)
+    sparse: SparseConfig | None = None
+    """Adaptive sparse sub-networks per language (``training.model.sparse``); None = dense."""
 
     @model_validator(mode="after")
     def _check(self) -> ModelConfig:
@@ -81,4 +85,6 @@ class ModelConfig(BaseModel):
                     )
         if self.decoder_sharing == "separate" and (ls.decoder_src or ls.decoder_tgt):
             raise ValueError("separate decoders are already target-specific: no decoder LSL")
+        if self.sparse is not None:
+            self.sparse.check_against(self)
         return self
