@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -54,9 +54,23 @@ class VocabSlice(_Strict):
 
     rule: Literal["vocab_slice"] = "vocab_slice"
     ids: str = "target_vocab.ids"
+    reads: ClassVar[tuple[Index, ...]] = ("tgt",)
 
 
-Fusion = Annotated[VocabSlice, Field(discriminator="rule")]
+class SparseSubnetwork(_Strict):
+    """A route's sub-network of an adaptive sparse model (Sparse paper): the ``src`` module
+    holds the source language's encoder selection, the ``tgt`` module the target language's
+    decoder selection, as 0/1 masks named ``<prefix>.<group>`` (e.g. ``sparse.encoder_layers``
+    (layers,), ``sparse.decoder_ffn`` (layers, blocks)). Assembling drops unselected layers,
+    slices unselected FFN blocks out of the FFN matrices and zeroes unselected heads (the
+    engine keeps every head: CTranslate2 needs heads * head size = d_model)."""
+
+    rule: Literal["sparse_subnetwork"] = "sparse_subnetwork"
+    prefix: str = "sparse"
+    reads: ClassVar[tuple[Index, ...]] = ("src", "tgt")
+
+
+Fusion = Annotated[VocabSlice | SparseSubnetwork, Field(discriminator="rule")]
 
 
 class TargetVocab(_Strict):
@@ -113,8 +127,8 @@ class Manifest(_Strict):
 
     def indices_used(self) -> set[Index]:
         used: set[Index] = {g.index for g in self.weight_groups}
-        if self.fusions:
-            used.add("tgt")  # every fusion rule so far reads a tgt module
+        for fusion in self.fusions:
+            used.update(fusion.reads)  # the modules holding the fusion's inputs
         return used
 
 

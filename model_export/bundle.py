@@ -23,7 +23,15 @@ import numpy as np
 from pydantic import ValidationError
 from safetensors.numpy import load, save_file
 
-from lsmt_core.manifest import Architecture, FileDigest, Fusion, Index, Manifest, VocabSlice
+from lsmt_core.manifest import (
+    Architecture,
+    FileDigest,
+    Fusion,
+    Index,
+    Manifest,
+    SparseSubnetwork,
+    VocabSlice,
+)
 from lsmt_core.tags import tag_source
 
 from .storage import decode
@@ -220,9 +228,79 @@ def _vocab_slice(dense: DenseModel, rule: Fusion, extras: dict[str, Weights]) ->
     dense.target_vocab = [dense.source_vocab[i] for i in ids]
 
 
+HEAD_PROJECTIONS = {"heads": "self_attn", "self_heads": "self_attn", "cross_heads": "cross_attn"}
+
+
+def _sparse_subnetwork(dense: DenseModel, rule: Fusion, extras: dict[str, Weights]) -> None:
+    """The route's sub-network (Sparse paper) as a smaller dense model: unselected layers
+    removed (the rest renumbered), unselected FFN blocks sliced out of fc1's rows and fc2's
+    columns, unselected heads zeroed in q/k/v rows and out_proj columns (exactly what the
+    PyTorch model's gate 0 does; the engine still computes them)."""
+    assert isinstance(rule, SparseSubnetwork)
+    a, w = dense.architecture, dict(dense.weights)
+    head_dim = a.d_model // a.heads
+    sizes: dict[str, int] = {}
+    ffn_dims: set[int] = set()
+    for side, index, n in (
+        ("encoder", "src", a.encoder_layers),
+        ("decoder", "tgt", a.decoder_layers),
+    ):
+        masks = {
+            k[len(rule.prefix) + len(side) + 2 :]: v.astype(bool)
+            for k, v in extras.get(index, {}).items()
+            if k.startswith(f"{rule.prefix}.{side}_")
+        }
+        if not masks:
+            raise BundleError(f"{index} module lacks the {side}'s sparse selection")
+        for kind, proj in HEAD_PROJECTIONS.items():
+            heads = masks.get(kind)
+            if heads is None:
+                continue
+            if heads.shape != (n, a.heads):
+                raise BundleError(f"sparse {side} {kind} mask {heads.shape} does not fit the model")
+            for i in range(n):
+                p, keep = f"{side}.layers.{i}.{proj}", np.repeat(heads[i], head_dim)
+                for name in ("q_proj", "k_proj", "v_proj"):
+                    w[f"{p}.{name}.weight"] = w[f"{p}.{name}.weight"] * keep[:, None]
+                    w[f"{p}.{name}.bias"] = w[f"{p}.{name}.bias"] * keep
+                w[f"{p}.out_proj.weight"] = w[f"{p}.out_proj.weight"] * keep[None, :]
+        blocks = masks.get("ffn")
+        if blocks is not None:
+            if blocks.shape[0] != n or a.ffn_dim % blocks.shape[1]:
+                raise BundleError(f"sparse {side} FFN mask {blocks.shape} does not fit the model")
+            for i in range(n):
+                p, keep = (
+                    f"{side}.layers.{i}.ffn",
+                    np.repeat(blocks[i], a.ffn_dim // blocks.shape[1]),
+                )
+                w[f"{p}.fc1.weight"] = w[f"{p}.fc1.weight"][keep]
+                w[f"{p}.fc1.bias"] = w[f"{p}.fc1.bias"][keep]
+                w[f"{p}.fc2.weight"] = w[f"{p}.fc2.weight"][:, keep]
+                ffn_dims.add(int(keep.sum()))
+        layers = masks.get("layers", np.ones(n, dtype=bool))
+        if layers.shape != (n,) or not layers.any():
+            raise BundleError(f"sparse {side} layer mask {layers.shape} does not fit the model")
+        renumber = {int(i): j for j, i in enumerate(np.flatnonzero(layers))}
+        head, renamed = f"{side}.layers.", {}
+        for name in [k for k in w if k.startswith(head)]:
+            i, rest = name[len(head) :].split(".", 1)
+            value = w.pop(name)
+            if int(i) in renumber:
+                renamed[f"{head}{renumber[int(i)]}.{rest}"] = value
+        w.update(renamed)
+        sizes[f"{side}_layers"] = len(renumber)
+    if len(ffn_dims) > 1:
+        raise BundleError(f"sparse FFN widths differ between layers: {sorted(ffn_dims)}")
+    dense.weights = w
+    dense.architecture = a.model_copy(
+        update={**sizes, "ffn_dim": ffn_dims.pop() if ffn_dims else a.ffn_dim}
+    )
+
+
 # Each method adds one rule here (and a parity test), not a new pipeline.
 FUSION_RULES: dict[str, Callable[[DenseModel, Fusion, dict[str, Weights]], None]] = {
     "vocab_slice": _vocab_slice,
+    "sparse_subnetwork": _sparse_subnetwork,
 }
 
 

@@ -10,6 +10,7 @@ import numpy as np
 from lsmt_core.manifest import (
     Architecture,
     Manifest,
+    SparseSubnetwork,
     TargetVocab,
     TokenizerInfo,
     VocabSlice,
@@ -62,6 +63,8 @@ def split_modules(
         if isinstance(module, LanguageSpecific):
             groups.append(WeightGroup(prefix=path, index=module.index))
     for name, param in model.named_parameters():
+        if name.startswith(SPARSE_SCORES):  # selection logits: exported as masks instead
+            continue
         value = param.detach().cpu().float().numpy()
         dense, index, lang = dense_name(model, name)
         if lang is None:
@@ -69,6 +72,21 @@ def split_modules(
         elif lang in languages:
             modules.setdefault(module_name(index, lang), {})[dense] = value
     return groups, {name: encode(weights, store_dtype) for name, weights in modules.items()}
+
+
+SPARSE_SCORES = "sparse_scores."
+
+
+def sparse_masks(model: Any, languages: list[str], modules: dict[str, Weights]) -> SparseSubnetwork:
+    """Each language's selected sub-network (Sparse paper) as 0/1 masks: encoder groups in its
+    ``src`` module, decoder groups in its ``tgt`` module (the fusion's inputs)."""
+    rule = SparseSubnetwork()
+    for group, masks in model.sparse_scores.selection().items():
+        index = "src" if group.startswith("encoder_") else "tgt"
+        for lang in languages:
+            row = masks[model.languages.index(lang)].detach().cpu().numpy().astype(np.int32)
+            modules.setdefault(module_name(index, lang), {})[f"{rule.prefix}.{group}"] = row
+    return rule
 
 
 def export_bundle(
@@ -92,7 +110,9 @@ def export_bundle(
     languages = sorted(languages or {lang for route in routes for lang in route})
     routes = [r for r in routes if r[0] in languages and r[1] in languages]
     groups, modules = split_modules(model, languages, store_dtype)
-    fusions = []
+    fusions: list = []
+    if getattr(model.cfg, "sparse", None) is not None:
+        fusions.append(sparse_masks(model, languages, modules))
     vocab_info = None
     if target_vocab is not None:
         fusions.append(VocabSlice())

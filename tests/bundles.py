@@ -112,6 +112,7 @@ def _train(model_cfg, verses, sp, routes, steps, seed):
     gen = torch.Generator().manual_seed(seed)
     model.train()
     for step in range(steps):  # one route per update, through the trainer's own step
+        model.set_training_step(step)  # schedules of the sparse model (a no-op otherwise)
         src, tgt = routes[step % len(routes)]
         rows = torch.randint(0, n, (batch,), generator=gen).tolist()
         srcs = [

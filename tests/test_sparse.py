@@ -247,3 +247,12 @@ def test_tiny_recipes_train_and_record_the_selection(name, toy_data, tmp_path):
     assert ("encoder_heads" in record["budget"]) == sp.attention
     assert ("decoder_ffn" in record["budget"]) == sp.ffn
     assert ("encoder_layers" in record["budget"]) == sp.layers
+    if name == "tiny_sparse":  # the report command on the same run
+        from training.sparse import main as sparse_main
+        from training.sparse import sharing
+
+        assert sparse_main([str(tmp_path), "--plot", str(tmp_path / "sel.png")]) == 0
+        assert (tmp_path / "sel.png").stat().st_size > 1000
+        shared = sharing(record)
+        assert set(shared) == {"encoder", "decoder"}
+        assert all(0.0 <= v <= 1.0 for pairs in shared.values() for v in pairs.values())
