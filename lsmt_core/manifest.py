@@ -59,11 +59,13 @@ class VocabSlice(_Strict):
 
 class SparseSubnetwork(_Strict):
     """A route's sub-network of an adaptive sparse model (Sparse paper): the ``src`` module
-    holds the source language's encoder selection, the ``tgt`` module the target language's
-    decoder selection, as 0/1 masks named ``<prefix>.<group>`` (e.g. ``sparse.encoder_layers``
-    (layers,), ``sparse.decoder_ffn`` (layers, blocks)). Assembling drops unselected layers,
-    slices unselected FFN blocks out of the FFN matrices and zeroes unselected heads (the
-    engine keeps every head: CTranslate2 needs heads * head size = d_model)."""
+    holds the source language's encoder gates, the ``tgt`` module the target language's
+    decoder gates, named ``<prefix>.<group>`` (e.g. ``sparse.encoder_layers`` (layers,),
+    ``sparse.decoder_ffn`` (layers, blocks)): 0 = dropped, else the component's inference score
+    (float32; bundles of the first version hold 0/1 int32 masks). Assembling drops unselected
+    layers, slices unselected FFN blocks out of the FFN matrices, zeroes unselected heads (the
+    engine keeps every head: CTranslate2 needs heads * head size = d_model) and folds the
+    scores into the weights (docs/sparse.md)."""
 
     rule: Literal["sparse_subnetwork"] = "sparse_subnetwork"
     prefix: str = "sparse"

@@ -229,13 +229,23 @@ def _vocab_slice(dense: DenseModel, rule: Fusion, extras: dict[str, Weights]) ->
 
 
 HEAD_PROJECTIONS = {"heads": "self_attn", "self_heads": "self_attn", "cross_heads": "cross_attn"}
+LAYER_BRANCHES = {
+    "encoder": ("self_attn.out_proj",),
+    "decoder": ("self_attn.out_proj", "cross_attn.out_proj"),
+}
 
 
 def _sparse_subnetwork(dense: DenseModel, rule: Fusion, extras: dict[str, Weights]) -> None:
-    """The route's sub-network (Sparse paper) as a smaller dense model: unselected layers
-    removed (the rest renumbered), unselected FFN blocks sliced out of fc1's rows and fc2's
-    columns, unselected heads zeroed in q/k/v rows and out_proj columns (exactly what the
-    PyTorch model's gate 0 does; the engine still computes them)."""
+    """The route's sub-network (Sparse paper) as a smaller dense model computing exactly what
+    the PyTorch model computes in eval mode. The gates (0 = dropped, else the component's score;
+    bundles written before scores were exported hold 0/1) fold into the weights:
+
+    - layers: dropped ones removed (the rest renumbered); a kept layer's score scales both
+      residual branches, i.e. every out_proj and fc2 weight and bias of the layer (eq. 7);
+    - FFN blocks: dropped ones sliced out of fc1 (rows, bias) and fc2 (columns); a kept block's
+      score scales its fc1 rows (not b1) and its fc2 columns (eq. 6);
+    - heads: a head's score scales its out_proj columns (eq. 5); dropped heads are zeroed (q/k/v
+      rows and biases, out_proj columns) and still computed by the engine."""
     assert isinstance(rule, SparseSubnetwork)
     a, w = dense.architecture, dict(dense.weights)
     head_dim = a.d_model // a.heads
@@ -245,41 +255,48 @@ def _sparse_subnetwork(dense: DenseModel, rule: Fusion, extras: dict[str, Weight
         ("encoder", "src", a.encoder_layers),
         ("decoder", "tgt", a.decoder_layers),
     ):
-        masks = {
-            k[len(rule.prefix) + len(side) + 2 :]: v.astype(bool)
+        gates = {
+            k[len(rule.prefix) + len(side) + 2 :]: v.astype(np.float32)
             for k, v in extras.get(index, {}).items()
             if k.startswith(f"{rule.prefix}.{side}_")
         }
-        if not masks:
+        if not gates:
             raise BundleError(f"{index} module lacks the {side}'s sparse selection")
         for kind, proj in HEAD_PROJECTIONS.items():
-            heads = masks.get(kind)
+            heads = gates.get(kind)
             if heads is None:
                 continue
             if heads.shape != (n, a.heads):
                 raise BundleError(f"sparse {side} {kind} mask {heads.shape} does not fit the model")
             for i in range(n):
-                p, keep = f"{side}.layers.{i}.{proj}", np.repeat(heads[i], head_dim)
+                p, score = f"{side}.layers.{i}.{proj}", np.repeat(heads[i], head_dim)
+                keep = (score != 0).astype(np.float32)
                 for name in ("q_proj", "k_proj", "v_proj"):
                     w[f"{p}.{name}.weight"] = w[f"{p}.{name}.weight"] * keep[:, None]
                     w[f"{p}.{name}.bias"] = w[f"{p}.{name}.bias"] * keep
-                w[f"{p}.out_proj.weight"] = w[f"{p}.out_proj.weight"] * keep[None, :]
-        blocks = masks.get("ffn")
+                w[f"{p}.out_proj.weight"] = w[f"{p}.out_proj.weight"] * score[None, :]
+        blocks = gates.get("ffn")
         if blocks is not None:
             if blocks.shape[0] != n or a.ffn_dim % blocks.shape[1]:
                 raise BundleError(f"sparse {side} FFN mask {blocks.shape} does not fit the model")
             for i in range(n):
-                p, keep = (
+                p, score = (
                     f"{side}.layers.{i}.ffn",
                     np.repeat(blocks[i], a.ffn_dim // blocks.shape[1]),
                 )
-                w[f"{p}.fc1.weight"] = w[f"{p}.fc1.weight"][keep]
+                keep = score != 0
+                w[f"{p}.fc1.weight"] = w[f"{p}.fc1.weight"][keep] * score[keep, None]
                 w[f"{p}.fc1.bias"] = w[f"{p}.fc1.bias"][keep]
-                w[f"{p}.fc2.weight"] = w[f"{p}.fc2.weight"][:, keep]
+                w[f"{p}.fc2.weight"] = w[f"{p}.fc2.weight"][:, keep] * score[None, keep]
                 ffn_dims.add(int(keep.sum()))
-        layers = masks.get("layers", np.ones(n, dtype=bool))
+        layers = gates.get("layers", np.ones(n, dtype=np.float32))
         if layers.shape != (n,) or not layers.any():
             raise BundleError(f"sparse {side} layer mask {layers.shape} does not fit the model")
+        for i in np.flatnonzero(layers):
+            for branch in (*LAYER_BRANCHES[side], "ffn.fc2"):
+                for part in ("weight", "bias"):
+                    name = f"{side}.layers.{i}.{branch}.{part}"
+                    w[name] = w[name] * layers[i]
         renumber = {int(i): j for j, i in enumerate(np.flatnonzero(layers))}
         head, renamed = f"{side}.layers.", {}
         for name in [k for k in w if k.startswith(head)]:

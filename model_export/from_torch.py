@@ -78,13 +78,14 @@ SPARSE_SCORES = "sparse_scores."
 
 
 def sparse_masks(model: Any, languages: list[str], modules: dict[str, Weights]) -> SparseSubnetwork:
-    """Each language's selected sub-network (Sparse paper) as 0/1 masks: encoder groups in its
-    ``src`` module, decoder groups in its ``tgt`` module (the fusion's inputs)."""
+    """Each language's selected sub-network (Sparse paper) as its inference gates (float32; 0 =
+    dropped, else the component's noise-free score, which assembling folds into the weights):
+    encoder groups in its ``src`` module, decoder groups in its ``tgt`` module."""
     rule = SparseSubnetwork()
-    for group, masks in model.sparse_scores.selection().items():
+    for group, gates in model.sparse_scores.inference_scores().items():
         index = "src" if group.startswith("encoder_") else "tgt"
         for lang in languages:
-            row = masks[model.languages.index(lang)].detach().cpu().numpy().astype(np.int32)
+            row = gates[model.languages.index(lang)].detach().cpu().float().numpy()
             modules.setdefault(module_name(index, lang), {})[f"{rule.prefix}.{group}"] = row
     return rule
 

@@ -256,3 +256,87 @@ def test_tiny_recipes_train_and_record_the_selection(name, toy_data, tmp_path):
         shared = sharing(record)
         assert set(shared) == {"encoder", "decoder"}
         assert all(0.0 <= v <= 1.0 for pairs in shared.values() for v in pairs.values())
+
+
+# -- inference: selected components with their noise-free scores, folded exactly at export ----
+
+
+def test_inference_gates_are_the_selected_noise_free_scores():
+    model = sparse_model(temperature_decay=0.01)
+    model.set_training_step(50)  # tau = exp(-0.5), recorded for inference
+    assert model.sparse_scores.temperature.item() == pytest.approx(math.exp(-0.5))
+    _set_logits(model, "encoder_layers", "de", [0.3, -1.0, 2.0])
+    gates = model.sparse_scores.inference_scores("encoder")["encoder_layers"][0]
+    tau = math.exp(-0.5)
+    want = [1 / (1 + math.exp(-0.3 / tau)), 0.0, 1 / (1 + math.exp(-2.0 / tau))]
+    assert gates.tolist() == pytest.approx(want, abs=1e-6)
+    # the temperature travels with the state dict; older state dicts load at the floor
+    state = model.state_dict()
+    fresh = sparse_model(temperature_decay=0.01)
+    fresh.load_state_dict(state, strict=True)
+    assert fresh.sparse_scores.temperature.item() == pytest.approx(tau)
+    del state["sparse_scores.temperature"]
+    fresh.load_state_dict(state, strict=True)
+    assert fresh.sparse_scores.temperature.item() == 0.5
+
+
+def test_export_folds_the_scores_exactly_into_the_route_engine(toy_data, tmp_path):
+    from model_export.bundle import load_bundle
+    from model_export.from_torch import export_bundle
+
+    _, tok = toy_data
+    torch.manual_seed(0)
+    cfg = tiny_model_config(encoder_layers=3, decoder_layers=2, sparse=ALL)
+    model = build_model(cfg, 360, LANGS).eval()
+    with torch.no_grad():
+        for p in model.sparse_scores.logits.values():
+            p.uniform_(-2.0, 2.0)  # scores well inside (0, 1)
+    export_bundle(
+        model,
+        tmp_path / "b",
+        name="sparse",
+        tokenizer_model=tok / "spm.model",
+        routes=[("de", "en")],
+        store_dtype="float32",
+    )
+    dense = load_bundle(tmp_path / "b").assemble("de", "en")
+    g = {
+        k: v[LANGS.index("de")].detach().numpy()
+        for k, v in model.sparse_scores.inference_scores().items()
+    }
+    kept = [int(i) for i in (g["encoder_layers"] > 0).nonzero()[0]]
+    assert len(kept) == 2 and 0 < min(g["encoder_layers"][kept]) < 1
+    for j, i in enumerate(kept):  # engine layer j is the model's layer i
+        layer, gamma = model.encoder.layers[i], g["encoder_layers"][i]
+        heads = g["encoder_heads"][i].repeat(8)  # head size 8
+        out = layer.self_attn.out_proj
+
+        def close(name, value, j=j):
+            assert abs(dense.weights[f"encoder.layers.{j}.{name}"] - value).max() < 1e-6, name
+
+        want = out.weight.detach().numpy() * heads[None, :] * gamma
+        close("self_attn.out_proj.weight", want)
+        close("self_attn.out_proj.bias", out.bias.detach().numpy() * gamma)
+        beta = g["encoder_ffn"][i].repeat(16)  # ffn 64 in 4 blocks
+        keep = beta > 0
+        fc1, fc2 = layer.ffn.fc1, layer.ffn.fc2
+        want1 = fc1.weight.detach().numpy()[keep] * beta[keep, None]
+        want2 = fc2.weight.detach().numpy()[:, keep] * beta[None, keep] * gamma
+        close("ffn.fc1.weight", want1)
+        close("ffn.fc1.bias", fc1.bias.detach().numpy()[keep])  # b1 is not scaled (eq. 6)
+        close("ffn.fc2.weight", want2)
+        close("ffn.fc2.bias", fc2.bias.detach().numpy() * gamma)
+
+
+def test_selection_logits_can_learn_at_their_own_rate():
+    model = sparse_model()
+    (group,) = model.optimizer_groups(1e-3)  # the paper's setting: one group, one rate
+    assert len(group["params"]) == len(list(model.parameters()))
+    model = sparse_model(score_lr_scale=100.0)
+    rest, scores = model.optimizer_groups(1e-3)
+    assert scores["lr"] == pytest.approx(0.1) and rest["lr"] == 1e-3
+    assert {id(p) for p in scores["params"]} == {id(p) for p in model.sparse_scores.logits.values()}
+    assert len(rest["params"]) + len(scores["params"]) == len(list(model.parameters()))
+    # initial_logit: every component starts at sigmoid(initial_logit)
+    model = sparse_model(initial_logit=3.0)
+    assert all((p == 3.0).all() for p in model.sparse_scores.logits.values())

@@ -72,8 +72,9 @@ def make_optimizer(model: nn.Module, recipe: Recipe, implementation: str | None 
     """Adam with the inverse-sqrt schedule. ``implementation`` (loop | foreach | fused) is
     for benchmarks; None lets torch choose (the same updates up to float rounding)."""
     t = recipe.training
+    groups = getattr(model, "module", model).optimizer_groups(t.lr)  # DDP wraps
     opt = torch.optim.Adam(
-        model.parameters(),
+        groups,
         lr=t.lr,
         betas=t.betas,
         eps=t.adam_eps,

@@ -13,10 +13,14 @@ components, loss ``L_cp + c_s L_s``. Phase two: per category the top-k sampled s
 The auxiliary losses cover all languages' scores (eq. 8-10 sum over every language), not only
 the batch's route.
 
-Inference (``model.eval()``) uses the selected sub-network: gates are the binary top-k masks of
-``mu`` (the noise-free ranking), so a language uses exactly its budget, and what is evaluated
-is what export materialises. Categories: the heads of one attention module, the blocks of one
-FFN, the layers of one side (encoder or decoder).
+Inference (``model.eval()``) uses the selected sub-network (section 4.3) with the scores it was
+trained with: the top-k of ``mu`` (the noise-free ranking) are kept, every other gate is 0, and
+a kept component's gate is its noise-free score ``sigmoid(mu / tau)`` at the temperature
+training ended with (:attr:`SparseScores.temperature`; the median of the training-time score,
+since the logistic noise has median 0). A language uses exactly its budget, and export folds
+these gates exactly into the weights (``model_export.bundle``), so what is evaluated is what the
+engine computes. Categories: the heads of one attention module, the blocks of one FFN, the
+layers of one side (encoder or decoder).
 
 Parameters: ``sparse_scores.logits.<group>`` of shape (languages, ...), languages in the
 model's sorted order; groups in :func:`groups`.
@@ -117,11 +121,22 @@ class SparseScores(nn.Module):
         assert cfg.sparse is not None
         self.sp = cfg.sparse
         self.groups = {g.name: g for g in groups(cfg)}
-        # zeros: every component starts at the prior q(z = 1) = 0.5; the Gumbel noise breaks
-        # the ties between languages
+        # every component starts at sigmoid(initial_logit) (0: the prior q(z = 1) = 0.5); the
+        # Gumbel noise breaks the ties between languages
         self.logits = nn.ParameterDict(
-            {n: nn.Parameter(torch.zeros(len(languages), *g.shape)) for n, g in self.groups.items()}
+            {
+                n: nn.Parameter(torch.full((len(languages), *g.shape), self.sp.initial_logit))
+                for n, g in self.groups.items()
+            }
         )
+        # the temperature of the latest update (set_training_step), for the inference scores
+        self.register_buffer("temperature", torch.tensor(temperature(self.sp, 0)))
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, *args):
+        # checkpoints written before the buffer existed: the schedule's floor, the temperature
+        # of any run longer than its annealing
+        state_dict.setdefault(prefix + "temperature", torch.tensor(self.sp.min_temperature))
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, *args)
 
     def side_groups(self, side: Side) -> list[Group]:
         return [g for g in self.groups.values() if g.side == side]
@@ -148,6 +163,15 @@ class SparseScores(nn.Module):
         chosen = self.groups.values() if side is None else self.side_groups(side)
         return {g.name: topk_mask(self.logits[g.name], g.kept) for g in chosen}
 
+    def inference_scores(self, side: Side | None = None) -> dict[str, torch.Tensor]:
+        """Inference gates: the selection masks times the noise-free scores sigmoid(mu / tau),
+        tau the temperature training ended with; 0 exactly for every unselected component."""
+        tau = self.temperature.to(next(iter(self.logits.values())).dtype)
+        return {
+            name: m * torch.sigmoid(self.logits[name] / tau)
+            for name, m in self.selection(side).items()
+        }
+
 
 class SparseTransformer(Seq2SeqTransformer):
     """Seq2SeqTransformer whose blocks are gated by the route's language scores.
@@ -167,6 +191,15 @@ class SparseTransformer(Seq2SeqTransformer):
 
     def set_training_step(self, step: int) -> None:
         self.training_step = step
+        self.sparse_scores.temperature.fill_(temperature(self.sparse_scores.sp, step))
+
+    def optimizer_groups(self, lr: float) -> list[dict]:
+        scale = self.sparse_scores.sp.score_lr_scale
+        if scale == 1.0:  # one group, as every other model (and checkpoints before the option)
+            return super().optimizer_groups(lr)
+        scores = [p for n, p in self.named_parameters() if n.startswith(SCORES_PREFIX)]
+        rest = [p for n, p in self.named_parameters() if not n.startswith(SCORES_PREFIX)]
+        return [{"params": rest, "lr": lr}, {"params": scores, "lr": lr * scale}]
 
     def encode(self, src_ids: torch.Tensor, route: Route, pad_id: int = 0):
         self._install("encoder", route)
@@ -185,7 +218,7 @@ class SparseTransformer(Seq2SeqTransformer):
             gates, aux = self.sparse_scores.sample(side, self.training_step)
             self.aux_loss = aux if self.aux_loss is None else self.aux_loss + aux
         else:
-            gates = self.sparse_scores.selection(side)
+            gates = self.sparse_scores.inference_scores(side)
         lang = self.languages.index(route.src if side == "encoder" else route.tgt)
         row = {name: g[lang] for name, g in gates.items()}
         for i, attns, ffn in self.blocks(side, route):
@@ -242,6 +275,6 @@ def selection_record(model: SparseTransformer) -> dict:
     return {
         "budget": {n: g.kept for n, g in scores.groups.items()},
         "phase": 1 if step < sp.phase_one_steps else 2,
-        "temperature": temperature(sp, step),
+        "temperature": float(scores.temperature),
         "languages": langs,
     }

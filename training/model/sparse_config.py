@@ -41,6 +41,18 @@ class SparseConfig(BaseModel):
     disparity_weight: float = 0.02  # c_d
     topk_weight: float = 0.1  # c_t
 
+    initial_logit: float = 0.0
+    """mu at update 0, the same for every component and language. 0 starts at the prior
+    q(z = 1) = 0.5 (every component randomly half on); a positive value starts near the dense
+    model (sigmoid(3) = 0.95), which short runs need to train at all (docs/sparse.md). The
+    paper states the prior, not the initialisation."""
+
+    score_lr_scale: float = 1.0
+    """Learning rate of the selection logits mu relative to the model's. Adam moves mu about
+    one learning rate per update, while the logistic noise of the samples has a scale of ~1.8:
+    in short runs the ranking of mu stays within the noise and the top-k of phase two is a new
+    random sub-network every update. The paper trains 8k-50k+ updates and gives no value."""
+
     temperature: float = 1.0
     """Gumbel-softmax temperature at update 0. The paper cites Jang et al. (2017) for the
     Gumbel-softmax and gives no schedule; this is Jang et al.'s annealing:

@@ -242,6 +242,11 @@ class Seq2SeqTransformer(nn.Module):
     def set_training_step(self, step: int) -> None:
         """The update about to be made (0-based); models with a schedule (sparse) use it."""
 
+    def optimizer_groups(self, lr: float) -> list[dict]:
+        """Parameter groups for the optimizer; models whose parameters learn at another rate
+        (the sparse model's selection logits) split them off."""
+        return [{"params": list(self.parameters()), "lr": lr}]
+
     # -- parameter accounting -----------------------------------------------------------------
     def route_parameter_count(self, route: Route) -> int:
         """Parameters one route actually uses (what a dense model for that route would hold)."""
