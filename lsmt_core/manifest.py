@@ -95,8 +95,23 @@ class LanguageEmbedding(_Strict):
     reads: ClassVar[frozenset[str]] = frozenset()
 
 
+class SparseSubnetwork(_Strict):
+    """A route's sub-network of an adaptive sparse model (Sparse paper): the ``src`` module
+    holds the source language's encoder gates, the ``tgt`` module the target language's
+    decoder gates, named ``<prefix>.<group>`` (e.g. ``sparse.encoder_layers`` (layers,),
+    ``sparse.decoder_ffn`` (layers, blocks)): 0 = dropped, else the component's inference score
+    (float32; bundles of the first version hold 0/1 int32 masks). Assembling drops unselected
+    layers, slices unselected FFN blocks out of the FFN matrices, zeroes unselected heads (the
+    engine keeps every head: CTranslate2 needs heads * head size = d_model) and folds the
+    scores into the weights (docs/sparse.md)."""
+
+    rule: Literal["sparse_subnetwork"] = "sparse_subnetwork"
+    prefix: str = "sparse"
+    reads: ClassVar[frozenset[str]] = frozenset({"src", "tgt"})
+
+
 Fusion = Annotated[
-    VocabSlice | LowRankSum | LanguageAwareAttention | LanguageEmbedding,
+    VocabSlice | LowRankSum | LanguageAwareAttention | LanguageEmbedding | SparseSubnetwork,
     Field(discriminator="rule"),
 ]
 
@@ -156,7 +171,7 @@ class Manifest(_Strict):
     def indices_used(self) -> set[Index]:
         used: set[Index] = {g.index for g in self.weight_groups}
         for fusion in self.fusions:
-            used |= fusion.reads  # e.g. vocab_slice reads the tgt module
+            used |= fusion.reads  # the modules holding the fusion's inputs
         return used
 
 

@@ -11,6 +11,7 @@ import numpy as np
 from lsmt_core.manifest import (
     Architecture,
     Manifest,
+    SparseSubnetwork,
     TargetVocab,
     TokenizerInfo,
     VocabSlice,
@@ -68,6 +69,8 @@ def split_modules(
         if isinstance(module, LanguageSpecific) and not (exclude and exclude(path + ".by_lang.")):
             groups.append(WeightGroup(prefix=path, index=module.index))
     for name, param in model.named_parameters():
+        if name.startswith(SPARSE_SCORES):  # selection logits: exported as masks instead
+            continue
         if exclude is not None and exclude(name):
             continue
         value = param.detach().cpu().float().numpy()
@@ -77,6 +80,22 @@ def split_modules(
         elif lang in languages:
             modules.setdefault(module_name(index, lang), {})[dense] = value
     return groups, {name: encode(weights, store_dtype) for name, weights in modules.items()}
+
+
+SPARSE_SCORES = "sparse_scores."
+
+
+def sparse_masks(model: Any, languages: list[str], modules: dict[str, Weights]) -> SparseSubnetwork:
+    """Each language's selected sub-network (Sparse paper) as its inference gates (float32; 0 =
+    dropped, else the component's noise-free score, which assembling folds into the weights):
+    encoder groups in its ``src`` module, decoder groups in its ``tgt`` module."""
+    rule = SparseSubnetwork()
+    for group, gates in model.sparse_scores.inference_scores().items():
+        index = "src" if group.startswith("encoder_") else "tgt"
+        for lang in languages:
+            row = gates[model.languages.index(lang)].detach().cpu().float().numpy()
+            modules.setdefault(module_name(index, lang), {})[f"{rule.prefix}.{group}"] = row
+    return rule
 
 
 def export_bundle(
@@ -106,6 +125,8 @@ def export_bundle(
     exclude = (lambda name: lms_excluded(name, lms_path)) if model.cfg.lms.rank else None
     groups, modules = split_modules(model, languages, store_dtype, exclude)
     fusions = list(method)
+    if getattr(model.cfg, "sparse", None) is not None:
+        fusions.append(sparse_masks(model, languages, modules))
     vocab_info = None
     if target_vocab is not None:
         fusions.append(VocabSlice())

@@ -104,7 +104,7 @@ def _train(model_cfg, verses, sp, routes, steps, seed):
     torch.manual_seed(seed)
     cfg = ModelConfig(**model_cfg)
     model = build_model(cfg, sp.get_piece_size(), sorted(verses))
-    opt = torch.optim.Adam(model.parameters(), lr=3e-3, betas=(0.9, 0.98))
+    opt = torch.optim.Adam(model.optimizer_groups(3e-3), lr=3e-3, betas=(0.9, 0.98))
     # Linear warm-up: post-norm models diverge or stall at this learning rate without it.
     warmup = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: min(1.0, (step + 1) / 50))
     n = len(next(iter(verses.values())))
@@ -112,6 +112,7 @@ def _train(model_cfg, verses, sp, routes, steps, seed):
     gen = torch.Generator().manual_seed(seed)
     model.train()
     for step in range(steps):  # one route per update, through the trainer's own step
+        model.set_training_step(step)  # schedules of the sparse model (a no-op otherwise)
         src, tgt = routes[step % len(routes)]
         rows = torch.randint(0, n, (batch,), generator=gen).tolist()
         srcs = [

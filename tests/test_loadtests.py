@@ -135,3 +135,21 @@ def test_bench_methods_quick(small_corpus, small_tokenizer, tmp_path):
     assert rows["tiny_laa_lee"]["trainable_parameters"] > rows["tiny"]["trainable_parameters"]
     with open(out / "results.csv", newline="") as f:
         assert [r["recipe"] for r in csv.DictReader(f)] == list(rows)
+
+
+def test_bench_sparse_quick_times_both_engines_on_equal_work(tmp_path):
+    """The sparse-vs-dense benchmark end to end on a tiny model (no timing asserted)."""
+    from loadtests import bench_sparse
+
+    out = tmp_path / "sparse"
+    result = bench_sparse.main(["--quick", "--out", str(out)])
+    saved = json.loads((out / "results.json").read_text())
+    assert saved["table"] == result["table"] and len(saved["table"]) == 4
+    for row in saved["table"]:
+        assert math.isfinite(row["ratio"]) and row["ratio"] > 0, row
+    tokens = {(r["setting"], r["variant"]): r["tokens"] for r in saved["rows"]}
+    for setting in {s for s, _ in tokens}:  # equal work on both sides
+        assert tokens[(setting, "sparse")] == tokens[(setting, "dense")], setting
+    # the sparse route's engine is really smaller: layers removed, FFN sliced
+    params = saved["engine_parameters"]
+    assert 0 < params["sparse"] < params["dense"]

@@ -16,6 +16,21 @@ from tests.bundles import TinyBundle, make_tiny_bundle
 from training.model import Route
 from training.search import greedy_search
 
+SPARSE = dict(
+    attention=True,
+    heads_kept=3,
+    ffn=True,
+    ffn_blocks=4,
+    ffn_blocks_kept=2,
+    layers=True,
+    encoder_layers_kept=2,
+    decoder_layers_kept=1,
+    phase_one_steps=200,
+    temperature_decay=0.01,
+    # a run this short needs: start near the dense model, selection logits that separate
+    initial_logit=3.0,
+    score_lr_scale=100.0,
+)
 # Each variant combines several options so that every code path is covered in few trainings.
 VARIANTS = {
     "baseline-shared-prenorm": {},
@@ -34,6 +49,12 @@ VARIANTS = {
     "lsl-attention": dict(
         language_specific={"encoder_src": [1], "decoder_tgt": [2], "component": "attention"}
     ),
+    # adaptive sparse (docs/sparse.md): each route's engine is its selected sub-network
+    "sparse-heads-ffn-layers": dict(
+        encoder_layers=3,
+        decoder_layers=2,
+        sparse=SPARSE,
+    ),
 }
 ROUTES = [("de", "en"), ("en", "fr"), ("fr", "de")]
 N_SENTENCES = 6
@@ -43,7 +64,9 @@ MAX_LEN = 48
 @pytest.fixture(scope="module", params=sorted(VARIANTS))
 def tiny(request, tmp_path_factory) -> TinyBundle:
     out = tmp_path_factory.mktemp(request.param)
-    return make_tiny_bundle(out, model_overrides=VARIANTS[request.param], steps=400)
+    # the sparse model also learns its selection (docs/sparse.md): more updates
+    steps = 800 if "sparse" in VARIANTS[request.param] else 400
+    return make_tiny_bundle(out, model_overrides=VARIANTS[request.param], steps=steps)
 
 
 def _sources(tb: TinyBundle, bundle, src: str, tgt: str) -> list[list[str]]:
@@ -75,3 +98,35 @@ def test_engine_matches_pytorch(tiny: TinyBundle, route):
             np.testing.assert_allclose(scored.log_probs, expected.log_probs, atol=1e-3)
     # A degenerate (untrained) model would emit one or two pieces; this one must say more.
     assert len(distinct) >= 10, f"outputs look untrained: {sorted(distinct)}"
+
+
+def test_sparse_routes_are_smaller_engines_with_their_own_subnetworks(tiny: TinyBundle):
+    if "sparse" not in tiny.model.cfg.model_fields_set:
+        pytest.skip("not a sparse variant")
+    bundle = load_bundle(tiny.path)
+    full = bundle.manifest.architecture
+    selections = []
+    for src, tgt in ROUTES:
+        dense = bundle.assemble(src, tgt)
+        a = dense.architecture
+        assert (a.encoder_layers, a.decoder_layers) == (2, 1)  # dropped layers are gone
+        assert a.ffn_dim == full.ffn_dim // 2
+        assert dense.weights["encoder.layers.0.ffn.fc1.weight"].shape == (a.ffn_dim, a.d_model)
+        assert "encoder.layers.2.ffn.fc1.weight" not in dense.weights
+        # 3 of 4 heads: one head's out_proj columns are exactly zero in every attention module
+        w = dense.weights["decoder.layers.0.cross_attn.out_proj.weight"]
+        zero_heads = (np.abs(w).reshape(a.d_model, a.heads, -1).sum(axis=(0, 2)) == 0).sum()
+        assert zero_heads == 1
+        selections.append((dense.weights["encoder.layers.0.self_attn.q_proj.weight"].tobytes(),))
+        ffn_params = sum(v.size for k, v in dense.weights.items() if ".ffn.fc" in k)
+        assert ffn_params < tiny.model.route_parameter_count(Route(src, tgt))
+    masks = tiny.model.sparse_scores.selection()
+    langs = tiny.model.languages
+    subnets = {
+        (src, tgt): (
+            [m[langs.index(src)].tolist() for g, m in masks.items() if g.startswith("encoder")],
+            [m[langs.index(tgt)].tolist() for g, m in masks.items() if g.startswith("decoder")],
+        )
+        for src, tgt in ROUTES
+    }
+    assert len({repr(v) for v in subnets.values()}) == len(ROUTES), "routes share a sub-network"

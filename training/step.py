@@ -74,8 +74,9 @@ def make_optimizer(model: nn.Module, recipe: Recipe, implementation: str | None 
     """Adam with the inverse-sqrt schedule. ``implementation`` (loop | foreach | fused) is
     for benchmarks; None lets torch choose (the same updates up to float rounding)."""
     t = recipe.training
+    groups = getattr(model, "module", model).optimizer_groups(t.lr)  # DDP wraps
     opt = torch.optim.Adam(
-        model.parameters(),
+        groups,
         lr=t.lr,
         betas=t.betas,
         eps=t.adam_eps,
@@ -178,6 +179,11 @@ def train_step(
                 loss_s, _ = label_smoothed_nll(shared, gold, label_smoothing, keep=keep)
                 loss = fd_terms(logits, shared, loss, loss_s, keep).loss
             scaled = loss * scale
+            aux = getattr(getattr(model, "module", model), "aux_loss", None)  # DDP wraps
+            if aux is not None:
+                # per-update auxiliary losses (sparse model): each micro-batch's sample weighted
+                # by its share of the update's tokens, so the sum is one aux loss per update
+                scaled = scaled + aux.float() * b.ntokens * scale
             (scaler.scale(scaled) if scaler is not None else scaled).backward()
         loss_sum += loss.detach().double()
         nll_sum += nll.detach().double()

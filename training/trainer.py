@@ -49,6 +49,7 @@ from .distributed import (
     wrap_ddp,
 )
 from .model import build_model
+from .model.sparse import selection_record
 from .recipe import Recipe, resolve_path
 from .run_log import RunLog, TrainWindow
 from .step import OutputVocabulary, StepStats, make_optimizer, train_step
@@ -187,6 +188,11 @@ class Trainer:
                 "data_stats": self.data_stats,
                 "init": self.init_report,
                 **({"target_vocab": self.target_vocab.to_dict()} if self.target_vocab else {}),
+                **(
+                    {"sparse": selection_record(unwrap(self.model))}
+                    if self.recipe.model.sparse
+                    else {}
+                ),
             },
         )
 
@@ -263,6 +269,7 @@ class Trainer:
     def update(self, batches: list[Batch], stop_request: bool = False) -> StepStats:
         """One optimizer update on ``batches`` with this run's settings (:func:`train_step`)."""
         t = self.recipe.training
+        unwrap(self.model).set_training_step(self.step)
         return train_step(
             self.model,
             batches,

@@ -8,6 +8,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from lsmt_core.tags import TagScheme
 
+from .sparse_config import SparseConfig
+
 
 class LanguageSpecificConfig(BaseModel):
     """Language-specific layers (LSL paper, Pires et al. 2023).
@@ -132,6 +134,8 @@ class ModelConfig(BaseModel):
     language_specific: LanguageSpecificConfig = Field(default_factory=LanguageSpecificConfig)
     lms: LMSConfig = Field(default_factory=LMSConfig)
     laa: LAAConfig = Field(default_factory=LAAConfig)
+    sparse: SparseConfig | None = None
+    """Adaptive sparse sub-networks per language (``training.model.sparse``); None = dense."""
 
     @model_validator(mode="after")
     def _check(self) -> ModelConfig:
@@ -155,4 +159,8 @@ class ModelConfig(BaseModel):
             raise ValueError("lms cannot be combined with LSL layers or separate decoders")
         if (self.laa.places or self.laa.lee_points) and (lsl or self.decoder_sharing == "separate"):
             raise ValueError("laa/lee cannot be combined with LSL layers or separate decoders")
+        if self.sparse is not None:
+            if self.lms.rank or self.laa.places or self.laa.lee_points:
+                raise ValueError("sparse cannot be combined with lms, laa or lee (not supported)")
+            self.sparse.check_against(self)
         return self

@@ -75,6 +75,12 @@ class AttentionBlock(nn.Module):
     carries its own norm, as CTranslate2's attention spec does.
     """
 
+    # Scores of the sparse model (``training.model.sparse`` installs them for a route; None =
+    # dense): ``head_gate`` (heads,) weighs each head's output (Sparse eq. 5), ``layer_gate``
+    # (scalar) the whole residual branch (eq. 7).
+    head_gate: torch.Tensor | None = None
+    layer_gate: torch.Tensor | None = None
+
     def __init__(
         self,
         d_model: int,
@@ -121,6 +127,8 @@ class AttentionBlock(nn.Module):
                 cache["k"], cache["v"] = k, v
         p = self.attention_dropout if self.training else 0.0
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
+        if self.head_gate is not None:
+            out = out * self.head_gate.to(out.dtype)[None, :, None, None]
         b, _, t, _ = out.shape
         return self.out_proj(out.transpose(1, 2).reshape(b, t, -1))
 
@@ -139,12 +147,18 @@ class AttentionBlock(nn.Module):
         and reused when ``static_kv`` (cross-attention over the encoder output).
         """
         if self.pre_norm:
-            return x + self.dropout(self.attend(self.norm(x), memory, mask, cache, static_kv))
+            out = self.attend(self.norm(x), memory, mask, cache, static_kv)
+            return x + self.dropout(_gated(out, self.layer_gate))
         return self.norm(x + self.dropout(self.attend(x, memory, mask, cache, static_kv)))
 
 
 class FeedForwardBlock(nn.Module):
     """Position-wise feed-forward network with its layer norm and residual connection."""
+
+    # Sparse model scores (see AttentionBlock): ``block_gate`` (K,) for the K blocks of the
+    # inner dimension (Sparse eq. 6), ``layer_gate`` for the residual branch (eq. 7).
+    block_gate: torch.Tensor | None = None
+    layer_gate: torch.Tensor | None = None
 
     def __init__(
         self,
@@ -165,9 +179,21 @@ class FeedForwardBlock(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def transform(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc2(self.inner_dropout(self.activation(self.fc1(x))))
+        if self.block_gate is None:
+            return self.fc2(self.inner_dropout(self.activation(self.fc1(x))))
+        # eq. 6 as written: W1's columns and W2's rows scaled by the block scores, b1 not; a
+        # block scored 0 then adds nothing, exactly as if sliced out of both matrices.
+        beta = self.block_gate.to(x.dtype).repeat_interleave(
+            self.fc1.out_features // len(self.block_gate)
+        )
+        h = self.activation(F.linear(x, self.fc1.weight) * beta + self.fc1.bias)
+        return self.fc2(self.inner_dropout(h * beta))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.pre_norm:
-            return x + self.dropout(self.transform(self.norm(x)))
+            return x + self.dropout(_gated(self.transform(self.norm(x)), self.layer_gate))
         return self.norm(x + self.dropout(self.transform(x)))
+
+
+def _gated(branch: torch.Tensor, gate: torch.Tensor | None) -> torch.Tensor:
+    return branch if gate is None else branch * gate.to(branch.dtype)

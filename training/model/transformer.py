@@ -247,6 +247,14 @@ class Seq2SeqTransformer(nn.Module):
         memory, mask = self.encode(src_ids, route)
         return self.decode(tgt_in, memory, mask, route, output_ids=output_ids)
 
+    def set_training_step(self, step: int) -> None:
+        """The update about to be made (0-based); models with a schedule (sparse) use it."""
+
+    def optimizer_groups(self, lr: float) -> list[dict]:
+        """Parameter groups for the optimizer; models whose parameters learn at another rate
+        (the sparse model's selection logits) split them off."""
+        return [{"params": list(self.parameters()), "lr": lr}]
+
     # -- parameter accounting -----------------------------------------------------------------
     def route_parameter_count(self, route: Route) -> int:
         """Parameters one route actually uses (what a dense model for that route would hold)."""
@@ -270,4 +278,8 @@ def _lang_of(param_name: str) -> str | None:
 
 
 def build_model(cfg: ModelConfig, vocab_size: int, languages: list[str]) -> Seq2SeqTransformer:
+    if cfg.sparse is not None:
+        from .sparse import SparseTransformer  # imports this module
+
+        return SparseTransformer(cfg, vocab_size, languages)
     return Seq2SeqTransformer(cfg, vocab_size, languages)
