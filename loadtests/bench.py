@@ -22,6 +22,10 @@ rotates between repeats); a ratio is the median over repeats of the per-repeat r
 
 Writes ``results.json`` (with the machine and the command), ``results.csv`` (every timing)
 and ``ratios.png``, ``engines.png``, ``server.png`` into ``--out``.
+
+Long (~660 lines) on purpose: one command, one table; the six measurements share the model
+cache, the interleaving and the ratio table, and each is short (the models are built in
+``bench_models.py``, the server process and HTTP client live in ``server_process.py``).
 """
 
 from __future__ import annotations

@@ -61,12 +61,30 @@ N_SENTENCES = 6
 MAX_LEN = 48
 
 
+@pytest.fixture(scope="module")
+def train_variant(tmp_path_factory):
+    """``train_variant(name)``: the variant's tiny bundle, trained once per module."""
+    done: dict[str, TinyBundle] = {}
+
+    def train(name: str) -> TinyBundle:
+        if name not in done:
+            # the sparse model also learns its selection (docs/sparse.md): more updates
+            steps = 800 if "sparse" in VARIANTS[name] else 400
+            out = tmp_path_factory.mktemp(name)
+            done[name] = make_tiny_bundle(out, model_overrides=VARIANTS[name], steps=steps)
+        return done[name]
+
+    return train
+
+
 @pytest.fixture(scope="module", params=sorted(VARIANTS))
-def tiny(request, tmp_path_factory) -> TinyBundle:
-    out = tmp_path_factory.mktemp(request.param)
-    # the sparse model also learns its selection (docs/sparse.md): more updates
-    steps = 800 if "sparse" in VARIANTS[request.param] else 400
-    return make_tiny_bundle(out, model_overrides=VARIANTS[request.param], steps=steps)
+def tiny(request, train_variant) -> TinyBundle:
+    return train_variant(request.param)
+
+
+@pytest.fixture(scope="module")
+def sparse_tiny(train_variant) -> TinyBundle:
+    return train_variant("sparse-heads-ffn-layers")
 
 
 def _sources(tb: TinyBundle, bundle, src: str, tgt: str) -> list[list[str]]:
@@ -100,9 +118,9 @@ def test_engine_matches_pytorch(tiny: TinyBundle, route):
     assert len(distinct) >= 10, f"outputs look untrained: {sorted(distinct)}"
 
 
-def test_sparse_routes_are_smaller_engines_with_their_own_subnetworks(tiny: TinyBundle):
-    if "sparse" not in tiny.model.cfg.model_fields_set:
-        pytest.skip("not a sparse variant")
+def test_sparse_routes_are_smaller_engines_with_their_own_subnetworks(sparse_tiny: TinyBundle):
+    tiny = sparse_tiny
+    assert "sparse" in tiny.model.cfg.model_fields_set
     bundle = load_bundle(tiny.path)
     full = bundle.manifest.architecture
     selections = []
