@@ -265,19 +265,22 @@ def test_full_queue_is_refused_before_preparation(make_server, slow):
     body = {"text": EN, "source": "en", "target": "de", "beam_size": 1}
     assert post(srv.url, body)[0] == 200
     batcher = next(iter(srv.state.service.batchers.values()))
-    with ThreadPoolExecutor(2) as pool:
-        first = [pool.submit(post, srv.url, body) for _ in range(2)]  # one runs, one waits
-        # Full twice 0.2 s apart: the first job is running (its batch takes 2 s) and the
-        # second waits in the queue, not the first one still waiting to be dispatched.
+
+    def wait_for(condition) -> None:
         deadline = time.monotonic() + 8
-        while time.monotonic() < deadline:
-            if batcher.is_full():
-                time.sleep(0.2)
-                if batcher.is_full():
-                    break
+        while not condition():
+            assert time.monotonic() < deadline
             time.sleep(0.01)
+
+    with ThreadPoolExecutor(2) as pool:
+        # One request in its 2 s batch, then one waiting in the queue (sent only once the
+        # first has left the queue, so it is never refused itself): the queue is full.
+        running = pool.submit(post, srv.url, body)
+        wait_for(lambda: batcher._running)
+        waiting = pool.submit(post, srv.url, body)
+        wait_for(batcher.is_full)
         huge = {"text": ["Hi. " * 1250] * 64, "source": "en", "target": "de"}
         code, payload, _, seconds = post(srv.url, huge)
-        [f.result() for f in first]
+        assert running.result()[0] == 200 and waiting.result()[0] == 200
     assert code == 429 and payload["error"]["code"] == "queue_full"
     assert seconds < 0.5, seconds  # not after splitting 80,000 sentences
