@@ -27,6 +27,7 @@ from pathlib import Path
 
 import torch
 
+from loadtests.bench_training import bench_overrides
 from training.recipe import load_recipe, parse_overrides
 from training.trainer import Trainer
 
@@ -41,15 +42,7 @@ def _merge(a: dict, b: dict) -> dict:
 
 
 def build(recipe_name: str, args: argparse.Namespace, out: Path) -> Trainer:
-    overrides = {
-        "data": {"max_pairs_per_route": args.pairs_per_route},
-        "training": {
-            "batch_tokens": args.batch_tokens,
-            "eval_every": 0,
-            "save_every": 0,
-            "num_threads": args.threads,
-        },
-    }
+    overrides = bench_overrides(args.pairs_per_route, args.batch_tokens, args.threads)
     overrides = _merge(overrides, parse_overrides(args.set or []))
     recipe = load_recipe(recipe_name, overrides)
     return Trainer(recipe, out / recipe_name.replace("/", "_"), device="cpu", progress=False)

@@ -43,16 +43,22 @@ CONFIGS = [
 ]
 
 
-def measure(recipe_name: str, cfg: dict, args: argparse.Namespace, out: Path) -> dict:
-    overrides = {
-        "data": {"max_pairs_per_route": args.pairs_per_route},
+def bench_overrides(pairs_per_route: int, batch_tokens: int, threads: int) -> dict:
+    """Recipe overrides of a throughput benchmark: fewer pairs to load, the batch size and
+    threads asked for, no evaluations or checkpoints inside the timed steps."""
+    return {
+        "data": {"max_pairs_per_route": pairs_per_route},
         "training": {
-            "batch_tokens": args.batch_tokens,
+            "batch_tokens": batch_tokens,
             "eval_every": 0,
             "save_every": 0,
-            "num_threads": cfg["threads"],
+            "num_threads": threads,
         },
     }
+
+
+def measure(recipe_name: str, cfg: dict, args: argparse.Namespace, out: Path) -> dict:
+    overrides = bench_overrides(args.pairs_per_route, args.batch_tokens, cfg["threads"])
     recipe = load_recipe(recipe_name, overrides)
     if recipe.data.target_vocab is None:
         raise SystemExit(f"{recipe_name} has no data.target_vocab: nothing to restrict")

@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from lsmt_core.tags import BOS_ID, EOS_ID, PAD_ID
+from tests.tiny import random_batch as batch
 from tests.tiny import tiny_model_config
-from training.batching import Batch
 from training.checkpoint import load_checkpoint, save_checkpoint
 from training.lsl import main as lsl_main
 from training.lsl import parameter_counts
@@ -33,16 +32,6 @@ def cfg(**kw) -> ModelConfig:
     """A tiny model with a deeper encoder (4-1) for the LSL layer choices."""
     base = dict(d_model=16, heads=2, ffn_dim=32, encoder_layers=4, decoder_layers=1)
     return tiny_model_config(**{**base, "max_positions": 32, **kw})
-
-
-def batch(route: Route, vocab: int = 40, b: int = 4, seed: int = 0) -> Batch:
-    g = torch.Generator().manual_seed(seed)
-    src = torch.randint(4, vocab, (b, 6), generator=g)
-    src[:, -1] = EOS_ID
-    tgt = torch.randint(4, vocab, (b, 5), generator=g)
-    tgt_in = torch.cat([torch.full((b, 1), BOS_ID), tgt], dim=1)
-    gold = torch.cat([tgt, torch.full((b, 1), EOS_ID)], dim=1)
-    return Batch(route, src, tgt_in, gold, int((gold != PAD_ID).sum()), int(src.numel()))
 
 
 def one_step(model, route: Route) -> dict[str, torch.Tensor]:

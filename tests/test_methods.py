@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from tests.test_lsl import batch
+from tests.tiny import random_batch as batch
 from tests.tiny import tiny_model_config
 from training.fuse_distill import fd_terms, symmetric_kl
 from training.model import Route, build_model

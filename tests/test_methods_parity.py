@@ -8,8 +8,9 @@ from __future__ import annotations
 import pytest
 
 from model_export.bundle import load_bundle
-from tests.bundles import TinyBundle, make_tiny_bundle
-from tests.test_parity import test_engine_matches_pytorch as check_parity
+from tests.bundles import TinyBundle
+from tests.parity import assert_engine_matches_pytorch as check_parity
+from tests.parity import variant_trainer
 from training.model.lms import SHARED_PATH, lms_path
 
 VARIANTS = {
@@ -36,21 +37,10 @@ ROUTES = [("de", "en"), ("en", "fr")]
 
 @pytest.fixture(scope="module")
 def train_variant(tmp_path_factory):
-    """``train_variant(name)``: the variant's tiny bundle, trained once per module."""
-    done: dict[str, TinyBundle] = {}
+    def paths(name: str) -> tuple[str, ...]:  # Fuse Distillation: both export paths
+        return ("ls", "shared") if VARIANTS[name].get("lms", {}).get("fuse_distill") else ("ls",)
 
-    def train(name: str) -> TinyBundle:
-        if name not in done:
-            fd = VARIANTS[name].get("lms", {}).get("fuse_distill", False)
-            done[name] = make_tiny_bundle(
-                tmp_path_factory.mktemp(name),
-                model_overrides=VARIANTS[name],
-                steps=400,
-                lms_paths=("ls", "shared") if fd else ("ls",),
-            )
-        return done[name]
-
-    return train
+    return variant_trainer(tmp_path_factory, VARIANTS, steps=lambda _: 400, lms_paths=paths)
 
 
 @pytest.fixture(scope="module", params=sorted(VARIANTS))

@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 from model_export.bundle import load_bundle
-from model_export.ct2 import load_translator
-from tests.bundles import TinyBundle, make_tiny_bundle
+from tests.bundles import TinyBundle
+from tests.parity import assert_engine_matches_pytorch, variant_trainer
 from training.model import Route
-from training.search import greedy_search
 
 SPARSE = dict(
     attention=True,
@@ -57,24 +55,13 @@ VARIANTS = {
     ),
 }
 ROUTES = [("de", "en"), ("en", "fr"), ("fr", "de")]
-N_SENTENCES = 6
-MAX_LEN = 48
 
 
 @pytest.fixture(scope="module")
 def train_variant(tmp_path_factory):
-    """``train_variant(name)``: the variant's tiny bundle, trained once per module."""
-    done: dict[str, TinyBundle] = {}
-
-    def train(name: str) -> TinyBundle:
-        if name not in done:
-            # the sparse model also learns its selection (docs/sparse.md): more updates
-            steps = 800 if "sparse" in VARIANTS[name] else 400
-            out = tmp_path_factory.mktemp(name)
-            done[name] = make_tiny_bundle(out, model_overrides=VARIANTS[name], steps=steps)
-        return done[name]
-
-    return train
+    # the sparse model also learns its selection (docs/sparse.md): more updates
+    steps = {"steps": lambda name: 800 if "sparse" in VARIANTS[name] else 400}
+    return variant_trainer(tmp_path_factory, VARIANTS, **steps)
 
 
 @pytest.fixture(scope="module", params=sorted(VARIANTS))
@@ -87,35 +74,9 @@ def sparse_tiny(train_variant) -> TinyBundle:
     return train_variant("sparse-heads-ffn-layers")
 
 
-def _sources(tb: TinyBundle, bundle, src: str, tgt: str) -> list[list[str]]:
-    # Real verses the model was trained on: parity needs inputs it translates confidently.
-    lines = tb.verses[src][-N_SENTENCES:]
-    return [bundle.source_pieces(tb.sp.encode(line, out_type=str), src, tgt) for line in lines]
-
-
-def _torch_greedy(tb: TinyBundle, pieces: list[str], route: Route):
-    ids = torch.tensor([[tb.sp.piece_to_id(p) for p in pieces]])
-    return greedy_search(tb.model, ids, route, max_len=MAX_LEN)[0]
-
-
 @pytest.mark.parametrize("route", ROUTES, ids=lambda r: f"{r[0]}-{r[1]}")
 def test_engine_matches_pytorch(tiny: TinyBundle, route):
-    bundle = load_bundle(tiny.path)
-    src, tgt = route
-    translator, _ = load_translator(bundle.assemble(src, tgt), compute_type="float32")
-    sources = _sources(tiny, bundle, src, tgt)
-    results = translator.translate_batch(sources, beam_size=1, max_decoding_length=MAX_LEN)
-    distinct: set[str] = set()
-    for pieces, result in zip(sources, results, strict=True):
-        expected = _torch_greedy(tiny, pieces, Route(src, tgt))
-        got = result.hypotheses[0]
-        assert [tiny.sp.piece_to_id(p) for p in got] == expected.tokens
-        distinct.update(got)
-        if len(expected.tokens) < MAX_LEN:  # finished with EOS: compare per-token log-probs
-            scored = translator.score_batch([pieces], [got])[0]
-            np.testing.assert_allclose(scored.log_probs, expected.log_probs, atol=1e-3)
-    # A degenerate (untrained) model would emit one or two pieces; this one must say more.
-    assert len(distinct) >= 10, f"outputs look untrained: {sorted(distinct)}"
+    assert_engine_matches_pytorch(tiny, route)
 
 
 def test_sparse_routes_are_smaller_engines_with_their_own_subnetworks(sparse_tiny: TinyBundle):

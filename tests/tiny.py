@@ -6,8 +6,24 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import torch
+
+from lsmt_core.routes import Route
+from lsmt_core.tags import BOS_ID, EOS_ID, PAD_ID
+from training.batching import Batch
 from training.model import ModelConfig
 from training.recipe import load_recipe
+
+
+def random_batch(route: Route, vocab: int = 40, b: int = 4, seed: int = 0) -> Batch:
+    """A batch of ``b`` random sentences of ``route`` (sources 6 ids with EOS, targets 5)."""
+    g = torch.Generator().manual_seed(seed)
+    src = torch.randint(4, vocab, (b, 6), generator=g)
+    src[:, -1] = EOS_ID
+    tgt = torch.randint(4, vocab, (b, 5), generator=g)
+    tgt_in = torch.cat([torch.full((b, 1), BOS_ID), tgt], dim=1)
+    gold = torch.cat([tgt, torch.full((b, 1), EOS_ID)], dim=1)
+    return Batch(route, src, tgt_in, gold, int((gold != PAD_ID).sum()), int(src.numel()))
 
 
 def tiny_model_config(**kw) -> ModelConfig:
