@@ -279,8 +279,9 @@ def _portable(path: Path) -> str:
 
 def corpus_provenance(stats_file: Path) -> dict | None:
     """What the bundle records of its training corpus (from the builder's ``stats.json``):
-    how it was built and each language's edition with its licence, so that the held-out book
-    can be rebuilt and the model card can name its sources. None if the file is absent."""
+    how it was built, each language's Bible edition and each package source with its licence,
+    so that the held-out slices can be rebuilt and the model card can name its sources. None
+    if the file is absent."""
     if not stats_file.is_file():
         return None
     stats = json.loads(stats_file.read_text(encoding="utf-8"))
@@ -288,6 +289,13 @@ def corpus_provenance(stats_file: Path) -> dict | None:
         "build_args": stats.get("build_args", {}),
         "source": stats.get("source", {}),
         "editions": {lang: e["primary"] for lang, e in stats.get("editions", {}).items()},
+        # every source with its licence and package versions (corpora built before the
+        # package sources have only the Bible, recorded above)
+        "sources": {
+            name: {k: info[k] for k in ("licence", "description", "packages") if k in info}
+            for name, info in stats.get("sources", {}).items()
+        },
+        "pairs_by_source": stats.get("pairs_by_source", {}).get("train", {}),
     }
 
 

@@ -1,7 +1,10 @@
 """Evaluate a bundle as it is served: its CTranslate2 engines on a corpus split.
 
-    python -m model_export.evaluate BUNDLE --data DATA_DIR --split test [--beam 4]
+    python -m model_export.evaluate BUNDLE --data DATA_DIR [--testset test] [--beam 4]
         [--compute-type int8] [--max-sentences N] [--routes de-en,en-de] [--out results.json]
+
+``--testset``: ``test``/``dev`` (the corpus split), ``acts``, ``ntrex`` (needs no ``--data``),
+``<source>-test`` (see :mod:`training.data.testsets`).
 
 Scores (chrF, BLEU, copy-the-source baseline, off-target rate) come from
 :mod:`lsmt_core.scoring`, as for checkpoints, so the results are directly comparable.
@@ -84,8 +87,14 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("bundle", type=Path)
-    p.add_argument("--data", required=True, type=Path, help="corpus root (docs/data.md)")
-    p.add_argument("--split", default="test", choices=["dev", "test"])
+    p.add_argument("--data", type=Path, help="corpus root (docs/data.md); not for ntrex")
+    p.add_argument(
+        "--testset",
+        "--split",
+        dest="testset",
+        default="test",
+        help="test, dev, acts, ntrex or SOURCE-test (default: test)",
+    )
     p.add_argument("--beam", type=int, default=4)
     p.add_argument("--compute-type", default="int8")
     p.add_argument("--threads", type=int, default=2)
@@ -96,28 +105,33 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     from lsmt_core.scoring import format_table
-    from training.data import load_split
+    from training.data import CorpusFormatError
+    from training.data.testsets import load_testset
 
     bundle = load_bundle(args.bundle)
     wanted = bundle.routes
     if args.routes:
         wanted = [tuple(r.split("-", 1)) for r in args.routes.split(",")]
-    split = load_split(args.data, args.split)
-    pairs = {r: split[r][: args.max_sentences] for r in wanted if r in split}
-    missing = [route_key((s, t)) for s, t in wanted if (s, t) not in split]
+    try:
+        testset = load_testset(args.testset, args.data, wanted)
+    except CorpusFormatError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    pairs = {r: testset[r][: args.max_sentences] for r in wanted if r in testset}
+    missing = [route_key((s, t)) for s, t in wanted if (s, t) not in testset]
     if missing:
-        print(f"warning: no {args.split} data for {', '.join(missing)}", file=sys.stderr)
+        print(f"warning: no {args.testset} data for {', '.join(missing)}", file=sys.stderr)
     t0 = time.perf_counter()
     results = evaluate_bundle(
         bundle, pairs, args.beam, args.compute_type, args.threads, not args.no_langid
     )
     results.update(
         bundle=str(args.bundle),
-        split=args.split,
+        testset=args.testset,
         beam=args.beam,
         compute_type=args.compute_type,
         max_sentences=args.max_sentences,
-        data_dir=str(args.data),
+        data_dir=str(args.data) if args.data else None,
         seconds=time.perf_counter() - t0,
     )
     print(format_table(results))

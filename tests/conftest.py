@@ -105,7 +105,7 @@ def lsl_tokenizer(lsl_corpus: Path, tmp_path_factory: pytest.TempPathFactory) ->
 # `one_thread`: tiny models run fastest single-threaded and do not fight a busy machine; a test
 # module asks for it with `pytestmark = pytest.mark.usefixtures("one_thread")`.
 # `toy_data`: a synthetic word-for-word corpus (tests/tiny.py) and a 360-piece tokenizer.
-# `tiny_run`: a tiny model trained through the CLI for 60 steps.
+# `tiny_run`: a tiny model trained through the CLI for 60 steps (NTREX scored at each eval).
 # =============================================================================================
 
 
@@ -147,6 +147,7 @@ def tiny_run(toy_data, tmp_path_factory) -> Path:
             f"data.dir={data}",
             f"data.tokenizer={tok}",
             "training.eval_every=30",
+            "training.eval_testsets=[ntrex]",
             "training.save_every=30",
             "training.batch_tokens=1024",
         ]

@@ -73,7 +73,7 @@ def test_cli_on_trained_checkpoint(tiny_run, toy_data, tmp_path, capsys, beam):
             [
                 "--checkpoint",
                 str(tiny_run),
-                "--split",
+                "--testset",
                 "test",
                 "--beam",
                 str(beam),
@@ -97,7 +97,7 @@ def test_cli_on_trained_checkpoint(tiny_run, toy_data, tmp_path, capsys, beam):
     res = json.loads(out.read_text())
     assert set(res["directions"]) == {"de-en", "en-de", "en-fr", "fr-en"}
     assert set(res["averages"]) == {"x->en", "en->x", "all"}
-    assert res["beam"] == beam and res["split"] == "test"
+    assert res["beam"] == beam and res["testset"] == "test"
     test = load_split(data, "test")
     rows = [json.loads(x) for x in hyps.read_text().splitlines()]
     for key, r in res["directions"].items():

@@ -280,6 +280,10 @@ def test_cli_run_outputs(tiny_run):
     train = [r for r in records if r["kind"] == "train"]
     evals = [r for r in records if r["kind"] == "eval"]
     assert [r["step"] for r in evals] == [30, 60]
+    for r in evals:  # the learning curve on NTREX, beside dev (which alone picks best.pt)
+        ntrex = r["testsets"]["ntrex"]
+        assert set(ntrex["by_route"]) == {"de-en", "en-de", "en-fr", "fr-en"}
+        assert 0 < ntrex["copy_chrf"] < 100 and ntrex["chrf"] >= 0
     assert train[-1]["loss"] < train[0]["loss"] - 1.0  # it learns
     assert all(r["tgt_tokens_per_s"] > 0 for r in train)
     model, recipe, meta = load_model(tiny_run)

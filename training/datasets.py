@@ -5,7 +5,7 @@ by per-language vocabularies when the recipe asks), the fixed dev sample and the
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,34 @@ def load_pairs(
     return {r: pairs[r] for r in routes if r in pairs}
 
 
+def mix_sources(
+    rows: list[tuple[str, str]], ids: list[str], temperature: float, seed: tuple[int, int]
+) -> list[tuple[str, str]]:
+    """The pairs of one direction re-drawn so that source s makes up p_s ~ n_s ** (1/T) of
+    them (``route_probabilities``' rule, over sources): T = 1 keeps every pair once, a larger T
+    repeats small sources and samples large ones (without replacement while they suffice).
+    The direction keeps its size, so direction sampling is unchanged. Deterministic."""
+    from training.data.formats import source_of
+
+    from .batching import route_probabilities
+
+    by_source: dict[str, list[int]] = {}
+    for i, pair_id in enumerate(ids):
+        by_source.setdefault(source_of(pair_id), []).append(i)
+    probs = route_probabilities({s: len(v) for s, v in by_source.items()}, temperature)
+    rng = np.random.default_rng(list(seed))
+    out: list[tuple[str, str]] = []
+    for source in sorted(by_source):
+        members = np.array(by_source[source])
+        want = round(probs[source] * len(rows))
+        reps, rest = divmod(want, len(members))
+        picked = np.concatenate(
+            [np.tile(members, reps), rng.choice(members, size=rest, replace=False)]
+        )
+        out.extend(rows[i] for i in np.sort(picked))
+    return out
+
+
 def dev_sample(
     pairs: dict[Route, list[tuple[str, str]]], n: int, seed: int
 ) -> dict[Route, list[tuple[str, str]]]:
@@ -68,6 +96,8 @@ class TrainingData:
     sampler: RouteSampler
     stats: dict[str, dict[str, Any]]  # route key -> pairs, dropped, tokens, probability
     target_vocab: Any = None  # training.vocab.TargetVocabularies with data.target_vocab
+    # training.eval_testsets: name -> fixed sample of its pairs (learning curves only)
+    curve_pairs: dict[str, dict[Route, list[tuple[str, str]]]] = field(default_factory=dict)
 
 
 def build_training_data(
@@ -88,6 +118,16 @@ def build_training_data(
     train_pairs = load_pairs(data_dir, "train")
     routes = recipe.route_list(sorted(train_pairs, key=route_key))
     train_pairs = {r: train_pairs[r] for r in routes}
+    if recipe.data.source_temperature is not None:
+        from .data import load_ids
+
+        temperature = recipe.data.source_temperature
+        train_pairs = {
+            r: mix_sources(
+                train_pairs[r], load_ids(data_dir, "train", r.src, r.tgt), temperature, (t.seed, i)
+            )
+            for i, r in enumerate(routes)
+        }
     if recipe.data.max_pairs_per_route:
         train_pairs = {r: v[: recipe.data.max_pairs_per_route] for r, v in train_pairs.items()}
     languages = sorted(
@@ -121,6 +161,7 @@ def build_training_data(
         except FileNotFoundError:
             dev = {}
         dev_pairs = dev_sample(dev, t.eval_sentences, t.seed)
+    curve_pairs = {name: testset_sample(name, data_dir, routes, t) for name in t.eval_testsets}
     sampler = RouteSampler(
         datasets,
         batch_tokens=t.batch_tokens,
@@ -153,4 +194,15 @@ def build_training_data(
         sampler,
         stats,
         target_vocab,
+        curve_pairs,
     )
+
+
+def testset_sample(
+    name: str, data_dir: Path, routes: list[Route], t: Any
+) -> dict[Route, list[tuple[str, str]]]:
+    """A fixed sample of ``eval_sentences`` pairs per route of a named test set."""
+    from .data.testsets import load_testset
+
+    pairs = load_testset(name, data_dir, [(r.src, r.tgt) for r in routes])
+    return dev_sample({Route(s, t_): p for (s, t_), p in pairs.items()}, t.eval_sentences, t.seed)

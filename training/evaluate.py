@@ -1,9 +1,11 @@
 """Evaluate a checkpoint: beam or greedy search, chrF/BLEU per direction, copy baseline,
 off-target rate.
 
-    python -m training.evaluate --checkpoint runs/baseline --split dev [--beam 4]
+    python -m training.evaluate --checkpoint runs/baseline --testset dev [--beam 4]
         [--batch-size 32] [--max-sentences N] [--routes de-en en-de] [--out results.json]
 
+- ``--testset``: a corpus split (``dev``, ``test``), ``acts``, ``ntrex`` or one package
+  source's held-out documents (``libreoffice-help-test``); see :mod:`training.data.testsets`.
 - Scores are sacreBLEU corpus chrF (chrF2, character 6-grams) and BLEU per direction. BLEU
   tokenisation: ``zh`` for Chinese, ``char`` for Japanese, ``13a`` otherwise (recorded in the
   JSON); chrF needs no tokenisation and is the headline metric.
@@ -186,7 +188,13 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ap.add_argument("--checkpoint", required=True, help="run directory (best.pt) or .pt file")
-    ap.add_argument("--split", default="dev", choices=["dev", "test", "train"])
+    ap.add_argument(
+        "--testset",
+        "--split",
+        dest="testset",
+        default="dev",
+        help="dev, test, train, acts, ntrex or SOURCE-test (training.data.testsets; default dev)",
+    )
     ap.add_argument("--beam", type=int, default=4, help="beam size; 1 = greedy")
     ap.add_argument("--length-penalty", type=float, default=1.0)
     ap.add_argument("--batch-size", type=int, default=32, help="sentences per batch")
@@ -202,7 +210,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from .checkpoint import load_model
-    from .data import load_split
+    from .data import CorpusFormatError
+    from .data.testsets import load_testset
     from .tokenizer import Tokenizer
     from .vocab import decoding_vocab
 
@@ -214,12 +223,16 @@ def main(argv: list[str] | None = None) -> int:
     tokenizer = Tokenizer(resolve_path(tok_path))
     encoder = SourceEncoder(tokenizer, meta.tag_scheme, recipe.data.quality_tag)
     data_dir = resolve_path(args.data_dir or recipe.data.dir)
-    split = load_split(data_dir, args.split)
     wanted = [parse_route(r) for r in args.routes] if args.routes else meta.routes
+    try:
+        split = load_testset(args.testset, data_dir, [(r.src, r.tgt) for r in wanted])
+    except CorpusFormatError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     pairs: dict[Route, list[tuple[str, str]]] = {}
     for route in wanted:
         if (route.src, route.tgt) not in split:
-            print(f"warning: no {args.split} data for {route_key(route)}", file=sys.stderr)
+            print(f"warning: no {args.testset} data for {route_key(route)}", file=sys.stderr)
             continue
         if route.src not in meta.languages or route.tgt not in meta.languages:
             print(f"warning: model has no language for {route_key(route)}", file=sys.stderr)
@@ -249,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     results.update(
         checkpoint=str(meta.path),
         step=meta.step,
-        split=args.split,
+        testset=args.testset,
         beam=args.beam,
         length_penalty=args.length_penalty,
         max_sentences=args.max_sentences,

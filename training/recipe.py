@@ -52,6 +52,10 @@ class DataConfig(_Strict):
     """Drop training pairs longer than this (tokens incl. tags/EOS); None = max_positions."""
     max_pairs_per_route: int | None = None
     """Keep at most this many training pairs per direction (first ones); None = all."""
+    source_temperature: float | None = Field(None, gt=0)
+    """Within a direction, draw the sources of a corpus built with package sources
+    (docs/data.md) with p(source) ~ n_source ** (1/T), the direction keeping its size
+    (``training.datasets.mix_sources``); None = every pair once (p ~ n_source)."""
     target_vocab: TargetVocabConfig | None = None
     """Per-target-language vocabularies (``training.vocab``): pieces seen >= ``min_count``
     times, the ``max_size`` most frequent; with ``filter_training`` the target side is
@@ -95,6 +99,10 @@ class TrainingConfig(_Strict):
     eval_sentences: int = 50
     """Dev sentences per direction for the in-training evaluation (a fixed random sample)."""
     eval_batch_size: int = 64
+    eval_testsets: list[str] = Field(default_factory=list)
+    """Named test sets (``training.data.testsets``: acts, ntrex, <source>-test, ...) scored at
+    every evaluation on ``eval_sentences`` per direction, for the learning curves only: the
+    best checkpoint is chosen on dev."""
     save_every: int = 500
     """Write ``last.pt`` every N steps (also at the end and on interruption)."""
     ddp_find_unused_parameters: Literal["auto"] | bool = "auto"

@@ -236,16 +236,8 @@ def train(
         for i, piece in enumerate(tok.pieces()):
             f.write(f"{piece}\t{tok.sp.get_score(i):g}\n")
     t1 = time.perf_counter()
-    freqs: dict[str, dict[str, int]] = {}
-    totals: dict[str, int] = {}
-    for lang in langs:
-        counts = piece_frequencies(tok, mono[lang])
-        freqs[lang] = dict(sorted(counts.items(), key=lambda kv: (-kv[1], tok.piece_to_id(kv[0]))))
-        totals[lang] = sum(counts.values())
+    totals = write_frequencies(tok, mono, out_dir)
     freq_seconds = time.perf_counter() - t1
-    (out_dir / FREQUENCIES_FILE).write_text(
-        json.dumps(freqs, ensure_ascii=False, indent=0) + "\n", encoding="utf-8"
-    )
 
     manifest = data_dir / "manifest.json"
     info = {
@@ -290,6 +282,58 @@ def train(
     return info
 
 
+def write_frequencies(tok: Tokenizer, mono: dict[str, list[str]], out_dir: Path) -> dict[str, int]:
+    """``frequencies.json``: each language's piece counts over its lines (the per-target
+    vocabularies are chosen from them); returns the pieces counted per language."""
+    freqs: dict[str, dict[str, int]] = {}
+    totals: dict[str, int] = {}
+    for lang in sorted(mono):
+        counts = piece_frequencies(tok, mono[lang])
+        freqs[lang] = dict(sorted(counts.items(), key=lambda kv: (-kv[1], tok.piece_to_id(kv[0]))))
+        totals[lang] = sum(counts.values())
+    (out_dir / FREQUENCIES_FILE).write_text(
+        json.dumps(freqs, ensure_ascii=False, indent=0) + "\n", encoding="utf-8"
+    )
+    return totals
+
+
+def recount(model: Path | str, data_dir: Path | str, out_dir: Path | str) -> dict:
+    """An existing SentencePiece model with piece frequencies counted on another corpus: to
+    train a model further on new data with the tokenizer it was trained with (its per-target
+    vocabularies then follow the new data). Writes spm.model, frequencies.json and
+    tokenizer.json into ``out_dir``."""
+    data_dir, out_dir = Path(data_dir), Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    src = Path(model) / MODEL_FILE if Path(model).is_dir() else Path(model)
+    (out_dir / MODEL_FILE).write_bytes(src.read_bytes())
+    tok = Tokenizer(out_dir)
+    langs = corpus_languages(data_dir)
+    if not langs:
+        raise FileNotFoundError(f"{data_dir}/mono has no language files: build the corpus first")
+    mono = {lang: read_lines(mono_path(data_dir, lang)) for lang in langs}
+    totals = write_frequencies(tok, mono, out_dir)
+    info = {
+        "format": FORMAT,
+        "model": MODEL_FILE,
+        "vocab_size": tok.vocab_size,
+        "languages": langs,
+        "recounted_from": str(src),
+        "model_sha256": hashlib.sha256(src.read_bytes()).hexdigest(),
+        "mono_sizes": {lang: len(lines) for lang, lines in mono.items()},
+        "frequencies": {
+            "file": FREQUENCIES_FILE,
+            "keyed_by": "piece",
+            "counted_on": "mono/{lang}.txt (all lines), no BOS/EOS/tags",
+            "pieces_per_language": totals,
+        },
+        "data_dir": str(data_dir),
+    }
+    (out_dir / INFO_FILE).write_text(
+        json.dumps(info, ensure_ascii=False, indent=2) + "\n", encoding="utf-8"
+    )
+    return info
+
+
 def load_frequencies(tok_dir: Path | str) -> dict[str, dict[str, int]]:
     """``{lang: {piece: count}}`` as written by :func:`train`."""
     return json.loads((Path(tok_dir) / FREQUENCIES_FILE).read_text(encoding="utf-8"))
@@ -321,6 +365,12 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--seed", type=int, default=1)
     t.add_argument("--threads", type=int, default=None)
     t.add_argument("--verbose", action="store_true", help="show SentencePiece's log")
+    r = sub.add_parser(
+        "recount", help="an existing model with piece frequencies counted on another corpus"
+    )
+    r.add_argument("--model", type=Path, required=True, help="spm.model or its directory")
+    r.add_argument("--data", type=Path, required=True, help="corpus directory (DATA_DIR)")
+    r.add_argument("--out", type=Path, required=True, help="output directory (TOK_DIR)")
     e = sub.add_parser("encode", help="encode stdin to pieces, one line per line")
     e.add_argument("tok_dir", type=Path)
     e.add_argument("--ids", action="store_true")
@@ -332,6 +382,11 @@ def main(argv: list[str] | None = None) -> int:
             text = tok.normalize(line)
             out = tok.encode_ids(text) if args.ids else tok.encode(text)
             print(" ".join(map(str, out)))
+        return 0
+
+    if args.command == "recount":
+        info = recount(args.model, args.data, args.out)
+        print(f"{args.model} with frequencies of {args.data} -> {args.out}: {info['mono_sizes']}")
         return 0
 
     try:

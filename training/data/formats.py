@@ -7,7 +7,8 @@
       manifest.json                   sha256 and line count of every data file
       {train,dev,test}/{src}-{tgt}.{src}   one segment per line, UTF-8, "\\n" line ends
       {train,dev,test}/{src}-{tgt}.{tgt}   line-aligned with the .{src} file
-      {train,dev,test}/{src}-{tgt}.ids     one id per line ("book.chapter.verse", "...@edition")
+      {train,dev,test}/{src}-{tgt}.ids     one id per line: Bible "book.chapter.verse" (and
+                                      "...@edition"), package sources "source:document#key"
       mono/{lang}.txt                 deduplicated training-side text of each language
 """
 
@@ -132,6 +133,14 @@ def load_split(data_dir: Path | str, split: str) -> dict[Direction, list[tuple[s
 
 def load_ids(data_dir: Path | str, split: str, src: str, tgt: str) -> list[str]:
     return load_direction(data_dir, split, src, tgt, with_ids=True)[1]  # type: ignore[index]
+
+
+def source_of(pair_id: str) -> str:
+    """The source a pair id names: ``libreoffice-help:text/...`` -> ``libreoffice-help``, an
+    imported corpus's ``NAME:n`` -> ``NAME``; Bible ids (``book.chapter.verse``) have no
+    prefix and count as ``bible``."""
+    name, sep, _ = pair_id.partition(":")
+    return name if sep else "bible"
 
 
 def read_stats(data_dir: Path | str) -> dict:

@@ -51,6 +51,36 @@ def format_cleaning(stats: dict) -> str:
     return "\n".join(lines)
 
 
+def source_table(stats: dict) -> list[dict]:
+    """One row per source and language: the licence and the pairs that have the language on
+    one side, per split (from ``pairs_by_source``)."""
+    counts: dict[tuple[str, str], dict[str, int]] = defaultdict(lambda: dict.fromkeys(SPLITS, 0))
+    for split, per_dir in stats.get("pairs_by_source", {}).items():
+        for direction, per_source in per_dir.items():
+            for lang in direction.split("-"):
+                for source, n in per_source.items():
+                    counts[(source, lang)][split] += n
+    sources = stats.get("sources", {})
+    return [
+        {"source": s, "language": lang, "licence": sources.get(s, {}).get("licence", "")} | c
+        for (s, lang), c in sorted(counts.items())
+    ]
+
+
+def format_sources(stats: dict) -> str:
+    """Pairs per source and language (either side) and split, with the source's licence."""
+    rows = source_table(stats)
+    head = f"{'source':<18}{'lang':<6}" + "".join(f"{s:>10}" for s in SPLITS) + "  licence"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        lines.append(
+            f"{r['source']:<18}{r['language']:<6}"
+            + "".join(f"{r[s]:>10,}" for s in SPLITS)
+            + f"  {r['licence']}"
+        )
+    return "\n".join(lines)
+
+
 # --------------------------------------------------------------------------------------------
 # Verification
 
