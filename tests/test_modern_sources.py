@@ -20,7 +20,7 @@ from training.data.formats import CorpusFormatError
 from training.data.modern import ModernConfig, PairFilter, sentence_pairs, split_of
 from training.data.packages import PackageError, download_deb, unpacked
 from training.data.sources import SOURCES
-from training.data.testsets import NTREX_FILES, load_testset, known_testsets
+from training.data.testsets import NTREX_FILES, known_testsets, load_testset
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = REPO / "tests" / "data" / "packages"

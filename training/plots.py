@@ -121,3 +121,34 @@ def plot_stages(
     if title:
         ax.set_title(title)
     return _save(fig, png)
+
+
+def plot_testset_curves(metrics: Path | str, png: Path | str, title: str | None = None) -> Path:
+    """chrF on dev and on every test set scored in the loop (``training.eval_testsets``)
+    against training minutes, each with its copy-the-source baseline (dashed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    records = read_metrics(metrics)
+    seconds = training_seconds(records)
+    evals = [(s / 60, r) for r, s in zip(records, seconds, strict=True) if r.get("kind") == "eval"]
+    series = {"dev": [(m, r["dev_chrf"], r.get("copy_chrf")) for m, r in evals]}
+    for m, r in evals:
+        for name, c in r.get("testsets", {}).items():
+            series.setdefault(name, []).append((m, c["chrf"], c.get("copy_chrf")))
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for i, (name, points) in enumerate(series.items()):
+        color = f"C{i}"
+        minutes, chrf, copy = zip(*points, strict=True)
+        ax.plot(minutes, chrf, marker="o", ms=3, color=color, label=name)
+        if copy[-1] is not None:
+            ax.axhline(copy[-1], ls="--", lw=1, color=color, alpha=0.7)
+    ax.set_xlabel("training time (minutes)")
+    ax.set_ylabel("chrF (greedy, sampled sentences)")
+    ax.grid(alpha=0.3)
+    ax.legend(title="dashed: copying the source")
+    if title:
+        ax.set_title(title)
+    return _save(fig, png)

