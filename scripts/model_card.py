@@ -216,8 +216,13 @@ def build_card(bundle: Path, evidence: Path, curve: Path) -> str:
         "## Scores",
         "",
         "Bundles evaluated as served (int8 CTranslate2 engines, beam "
-        f"{after['ntrex']['beam']}), sacreBLEU chrF (BLEU for NTREX), on every sentence of each "
-        "test set: *before* is the model stage 3 started from (Bible only), *after* the shipped "
+        f"{after['ntrex']['beam']}), sacreBLEU chrF and BLEU, on "
+        + (
+            f"the first {after['ntrex']['max_sentences']:,} sentence pairs per direction of each "
+            if after["ntrex"].get("max_sentences")
+            else "every sentence pair of each "
+        )
+        + "test set: *before* is the model stage 3 started from (Bible only), *after* the shipped "
         "one, *copy* scores the source itself as the translation. Off-target: share of outputs "
         "that py3langid, restricted to the bundle's languages, does not identify as the target "
         "language. NTREX was translated from English, so its x->en and x->y sources are "

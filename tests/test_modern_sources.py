@@ -211,8 +211,12 @@ def test_mixed_corpus_records_every_source_with_its_licence(mixed_corpus):
     assert set(stats["sources"]) == {"bible", *SOURCES}
     assert stats["sources"]["libreoffice-help"]["licence"] == "MPL-2.0"
     assert stats["sources"]["gnome-docs"]["packages"] == {"gnome-user-docs": "1.0-test"}
-    # the per-source table is printed, saved in stats.json, and counts what the files hold
+    # the per-source table is printed, saved (stats.json, sources.csv), and counts what the
+    # files hold
     assert "libreoffice-ui" in printed and "CC-BY-SA-3.0" in printed
+    table = (out / "sources.csv").read_text().splitlines()
+    assert table[0] == "source,language,train,dev,test,licence"
+    assert any(r.startswith("gnome-docs,fr,") and r.endswith(",CC-BY-SA-3.0") for r in table)
     train = load_split(out, "train")
     for direction, per_source in stats["pairs_by_source"]["train"].items():
         src, tgt = direction.split("-")

@@ -35,7 +35,12 @@ from training.data.formats import (
     write_manifest,
     write_pairs,
 )
-from training.data.report import text_stats, verify_disjoint
+from training.data.report import (
+    source_table,
+    text_stats,
+    verify_disjoint,
+    write_source_table,
+)
 
 FORMAT = "lsmt-corpus/1"
 DIRECTION_MODES = ("en-centric", "all")
@@ -438,6 +443,7 @@ def build(cfg: BuildConfig) -> dict:
         }
     )
     write_json(out / "stats.json", stats)
+    write_source_table(out / "sources.csv", source_table(stats))
     return stats
 
 

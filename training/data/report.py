@@ -67,6 +67,16 @@ def source_table(stats: dict) -> list[dict]:
     ]
 
 
+def write_source_table(path: Path, rows: list[dict]) -> None:
+    """The per-source, per-language table as CSV (``sources.csv`` beside ``stats.json``)."""
+    import csv
+
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=["source", "language", *SPLITS, "licence"])
+        writer.writeheader()
+        writer.writerows(rows)
+
+
 def format_sources(stats: dict) -> str:
     """Pairs per source and language (either side) and split, with the source's licence."""
     rows = source_table(stats)
