@@ -194,7 +194,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    from training.data.report import format_cleaning, format_table
+    from training.data.report import format_cleaning, format_sources, format_table
 
     stats = read_stats(args.data_dir)
     if args.json:
@@ -205,6 +205,9 @@ def cmd_stats(args: argparse.Namespace) -> int:
         print()
     if "sentences" in stats:
         print(format_table(stats))
+    if "pairs_by_source" in stats:
+        print()
+        print(format_sources(stats))
     for rec in stats.get("imports", []):
         print(f"import {rec['name']}: {rec['split']} {rec['direction']} {rec['counts']}")
     return 0
