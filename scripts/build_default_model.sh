@@ -102,9 +102,9 @@ rm -rf "$OUT"
 $PY -m model_export --checkpoint runs/default_mixed --out "$OUT" --name default --dtype int8 \
     --eval-json runs/default_mixed_eval/after/ntrex.json --min-chrf-gain "$MIN_GAIN"
 # What the model card is made of, kept beside it (small files) so that it can be regenerated.
-for side in before after; do
-    mkdir -p "docs/default_model/$side"
-    cp runs/default_mixed_eval/$side/*.json "docs/default_model/$side/"
-done
+rm -rf docs/default_model/start docs/default_model/eval
+mkdir -p docs/default_model/start docs/default_model/eval
+cp runs/default_mixed_eval/before/*.json docs/default_model/start/
+cp runs/default_mixed_eval/after/*.json docs/default_model/eval/
 cp runs/default_mixed/summary.json runs/default_mixed/metrics.jsonl docs/default_model/
 $PY scripts/model_card.py --bundle "$OUT"
