@@ -56,7 +56,8 @@ def scores_table(before: dict | None, after: dict, offered: set[str]) -> list[st
     def cells(r: dict, old: dict | None) -> list[str]:
         off = r.get("off_target")
         out = [_num((old or {}).get("chrf"))] if before else []
-        return out + [
+        return [
+            *out,
             f"{r['chrf']:.1f}",
             f"{r['bleu']:.1f}",
             f"{r['copy_chrf']:.1f}",
