@@ -19,6 +19,7 @@ from pathlib import Path
 from lsmt_core.routes import route_key
 
 ROOT = Path(__file__).resolve().parents[1]
+CURVE = "docs/default_model_curve.png"  # the learning curves, as the card links them
 # test set -> how the card names it
 TESTSETS = {
     "acts": "Acts (Bible, held-out book)",
@@ -103,7 +104,8 @@ def source_table(corpus: dict, languages: list[str]) -> list[str]:
 def build_card(bundle: Path, evidence: Path, curve: Path) -> str:
     """The card's Markdown. ``evidence/eval/`` holds the shipped bundle's evaluations; with a
     stage-3 run (``summary.json``, ``metrics.jsonl``, ``start/``: the evaluations of the model
-    it started from) the card also gives its training, learning curves and before/after."""
+    it started from) the card also gives its training and before/after, and the learning
+    curves are drawn into ``curve``."""
     from training.plots import plot_testset_curves
 
     manifest = _json(bundle / "manifest.json")
@@ -235,10 +237,10 @@ def build_card(bundle: Path, evidence: Path, curve: Path) -> str:
             f"of training on {summary.get('device_name') or summary['device']}, in "
             "time-limited, resumed slices.",
             "",
-            f"![learning curves]({curve.relative_to(ROOT).as_posix()})",
+            f"![learning curves]({CURVE})",
         ]
     else:
-        lines += ["", "![learning curve](docs/default_model_curve.png)"]
+        lines += ["", f"![learning curve]({CURVE})"]
     sample = shipped["ntrex"].get("max_sentences")
     lines += [
         "",
@@ -322,9 +324,9 @@ def main() -> int:
     p.add_argument("--bundle", type=Path, default=ROOT / "models" / "default")
     p.add_argument("--evidence", type=Path, default=ROOT / "docs" / "default_model")
     p.add_argument("--out", type=Path, default=ROOT / "MODEL_CARD.md")
-    p.add_argument("--curve", type=Path, default=ROOT / "docs" / "default_model_curve.png")
+    p.add_argument("--curve", type=Path, default=ROOT / CURVE, help="where to write the curves")
     args = p.parse_args()
-    args.out.write_text(build_card(args.bundle, args.evidence, args.curve.resolve()))
+    args.out.write_text(build_card(args.bundle, args.evidence, args.curve))
     print(f"model card -> {args.out}")
     return 0
 
