@@ -457,6 +457,9 @@ class SplitPairs:
         self.ids: dict[str, dict[tuple[str, str], list[str]]] = {
             s: defaultdict(list) for s in SPLITS
         }
+        # segments of a language known before its pairs (the Bible's verses, every edition,
+        # also those no pair uses), in the order the mono files list them
+        self.segments: dict[str, dict[str, list[str]]] = {s: defaultdict(list) for s in SPLITS}
 
     def add(self, split: str, direction: tuple[str, str], pairs, ids) -> None:
         self.pairs[split][direction].extend(pairs)
@@ -466,8 +469,9 @@ class SplitPairs:
         return self.pairs[split].get(direction, []), self.ids[split].get(direction, [])
 
     def texts(self, split: str, lang: str) -> list[str]:
-        """Every segment of ``lang`` in ``split``, in direction then corpus order, once."""
-        out: dict[str, None] = {}
+        """Every segment of ``lang`` in ``split`` once: the known segments first, then those of
+        the pairs in direction and corpus order."""
+        out: dict[str, None] = dict.fromkeys(self.segments[split][lang])
         for (src, tgt), rows in sorted(self.pairs[split].items()):
             if src == lang:
                 out.update(dict.fromkeys(s for s, _ in rows))
@@ -478,7 +482,8 @@ class SplitPairs:
     def remove_overlap(self, languages: Sequence[str]) -> dict[str, dict[str, int]]:
         """Drop dev pairs with a segment (normalised) that a test pair has in the same
         language, and train pairs with one that dev or test has: test > dev > train, across
-        all sources. Returns the pairs removed per language and split."""
+        all sources (the known segments likewise). Returns the pairs removed per language and
+        split."""
         removed = {lang: {"dev": 0, "train": 0} for lang in languages}
         held: dict[str, set[str]] = {lang: set() for lang in languages}
         for split in ("test", "dev", "train"):
@@ -496,6 +501,10 @@ class SplitPairs:
                         r for r, k in zip(rows, keep, strict=True) if k
                     ]
                     self.ids[split][(src, tgt)] = [i for i, k in zip(ids, keep, strict=True) if k]
+                for lang, segments in self.segments[split].items():
+                    self.segments[split][lang] = [
+                        t for t in segments if clean.normalize_key(t) not in held[lang]
+                    ]
             if split != "train":
                 for lang in languages:
                     held[lang].update(clean.normalize_key(t) for t in self.texts(split, lang))
@@ -531,6 +540,11 @@ def bible_pairs(cfg: BuildConfig, dirs: list[tuple[str, str]], corpus: SplitPair
                     pairs, ids = sample_pairs(pairs, ids, cfg.max_per_direction, cfg.seed, src, tgt)
                     sampled_out[name] = n - len(pairs)
             corpus.add(split, (src, tgt), pairs, ids)
+    for split in SPLITS:
+        for lang in cfg.languages:
+            corpus.segments[split][lang] = [
+                et.text[v] for et in parts[split][lang] for v in sorted(et.text)
+            ]
 
     editions_info = {}
     for lang in cfg.languages:
