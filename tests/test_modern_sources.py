@@ -24,6 +24,8 @@ from training.data.testsets import NTREX_FILES, known_testsets, load_testset
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = REPO / "tests" / "data" / "packages"
+# the sources the corpus test builds: all those whose packages the excerpts hold entirely
+BUILT = ("libreoffice-help", "libreoffice-ui", "gnome-docs", "debian-handbook")
 
 needs_dpkg = pytest.mark.skipif(
     shutil.which("dpkg-deb") is None, reason="dpkg-deb (Debian) is needed to pack the excerpts"
@@ -95,6 +97,23 @@ def test_mallard_and_handbook_blocks_align_by_position():
     assert fr[title].text == "Comptes en ligne"
     # credits and licence blocks are not text to translate
     assert not any("Phil Bull" in s.text or "@" in s.text for s in en.values())
+
+
+def test_wesnoth_catalogs_lose_markup_contexts_and_templates():
+    wesnoth = SOURCES["wesnoth"]
+    en, fr = (wesnoth.read(roots("wesnoth", lang), lang) for lang in ("en", "fr"))
+    key = "wesnoth-anl/Comrades, avenge me!"
+    assert en[key].text == "Comrades, avenge me!" and fr[key].text == "Vengez-moi, camarades !"
+    assert en[key].doc == "wesnoth-anl"
+    donate = next(k for k in en if "Donate Funds" in k)
+    assert en[donate].text == "Donate Funds Give 20 gold to another player"  # no <span>
+    assert not any("|" in s.text or "<span" in s.text for s in [*en.values(), *fr.values()])
+    # whole campaigns are held out by name
+    assert [wesnoth.split_of(d) for d in ("wesnoth-tsg", "wesnoth-ttb", "wesnoth-httt")] == [
+        "test",
+        "dev",
+        "train",
+    ]
 
 
 # -- filters and splits -------------------------------------------------------------------------
@@ -189,14 +208,15 @@ def test_cached_packages_are_unpacked_once(package_cache, monkeypatch):
 
 @pytest.fixture(scope="module")
 def mixed_corpus(package_cache, tmp_path_factory) -> tuple[Path, str]:
-    """Bible (Luke, Acts, Romans) + the four package sources, en fr ar, every direction,
+    """Bible (Luke, Acts, Romans) + four package sources, en fr ar, every direction,
     built through the command line; returns (corpus dir, printed output)."""
     out = tmp_path_factory.mktemp("mixed") / "corpus"
     r = subprocess.run(
         [
             sys.executable, "-m", "training.data", "build", "--out", str(out),
             "--languages", "ar,en,fr", "--directions", "all", "--books", "42,44,45",
-            "--sources", "all", "--cache", str(package_cache), "--no-progress",
+            "--sources", f"bible,{','.join(BUILT)}", "--cache", str(package_cache),
+            "--no-progress",
         ],
         capture_output=True, text=True, cwd=REPO, check=False,
     )  # fmt: skip
@@ -208,7 +228,7 @@ def mixed_corpus(package_cache, tmp_path_factory) -> tuple[Path, str]:
 def test_mixed_corpus_records_every_source_with_its_licence(mixed_corpus):
     out, printed = mixed_corpus
     stats = read_stats(out)
-    assert set(stats["sources"]) == {"bible", *SOURCES}
+    assert set(stats["sources"]) == {"bible", *BUILT}
     assert stats["sources"]["libreoffice-help"]["licence"] == "MPL-2.0"
     assert stats["sources"]["gnome-docs"]["packages"] == {"gnome-user-docs": "1.0-test"}
     # the per-source table is printed, saved (stats.json, sources.csv), and counts what the
@@ -239,7 +259,7 @@ def test_mixed_corpus_pairs_are_real_translations(mixed_corpus):
     for s, t in pairs:
         assert s != t and "\n" not in s + t
     ids = [i for split in ("train", "dev", "test") for i in load_ids(out, split, "en", "fr")]
-    assert {i.partition(":")[0] for i in ids if ":" in i} == set(SOURCES)
+    assert {i.partition(":")[0] for i in ids if ":" in i} == set(BUILT)
 
 
 @needs_dpkg

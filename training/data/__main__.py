@@ -75,8 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--sources",
         type=_csv,
         default=["bible"],
-        help="comma-separated: bible and/or the Debian package sources "
-        "libreoffice-help, libreoffice-ui, gnome-docs, debian-handbook, or 'all' (default: bible)",
+        help="comma-separated: bible and/or the Debian package sources (python -m training.data "
+        "sources), or 'all' (default: bible)",
     )
     b.add_argument(
         "--cache",

@@ -43,7 +43,7 @@ FILTERS = (
     "wrong_language",
     "duplicate",
 )
-_PLACEHOLDER = re.compile(r"%\d+|%[A-Z][A-Z_]+%?|\$[A-Za-z_]+\$|\{\w*\}|%[sd]")
+_PLACEHOLDER = re.compile(r"%\d+|%[A-Z][A-Z_]+%?|\$[A-Za-z_]\w*(?:\.\w+)*\$?|\{\w*\}|%[sd]")
 _ID_SAFE = re.compile(r"^[\w./#:+-]{1,160}$")
 _SPACE = re.compile(r"\s+")
 # sides longer than this are split into sentences when both split into the same number
@@ -87,7 +87,10 @@ def normalize(text: str) -> str:
 
 
 def split_of(source: str, doc: str, cfg: ModernConfig) -> str:
-    """test, dev or train for a whole document, stable across builds and directions."""
+    """test, dev or train for a whole document, stable across builds and directions: the
+    source's own choice where it names its held-out documents, else by a hash."""
+    if SOURCES[source].split_of is not None:
+        return SOURCES[source].split_of(doc)
     h = int.from_bytes(hashlib.sha1(f"{source}:{doc}".encode()).digest()[:4], "big") % 1000
     if h < cfg.test_per_mille:
         return "test"

@@ -13,11 +13,11 @@ markers (``~``, ``_``) are removed; ``%PRODUCTNAME`` becomes LibreOffice on both
 
 from __future__ import annotations
 
-import gettext
 import re
 from pathlib import Path
 
 from . import Segment, Segments, Source
+from .catalogs import catalog_segments
 
 # our code -> the locale directory / package suffix
 HELP_LOCALES = {
@@ -79,27 +79,16 @@ def _catalogs(root: Path, lang: str) -> list[Path]:
 
 
 def read_ui(roots: list[Path], lang: str) -> Segments:
-    out: Segments = {}
-    for root, code in _with_codes(roots, lang):
-        for mo in _catalogs(root, code):
-            with open(mo, "rb") as f:
-                catalog = gettext.GNUTranslations(f)._catalog  # the parsed table
-            for key, translation in catalog.items():
-                if not isinstance(key, str) or not key:
-                    continue  # plural forms and the header
-                context, _, msgid = key.rpartition("\x04")
-                dialog = context.split("|", 1)[0]
-                text = _ui_text(msgid if lang == "en" else translation)
-                if text:
-                    out[f"{mo.stem}/{key}"] = Segment(doc=f"{mo.stem}/{dialog}", text=text)
-    return out
-
-
-def _with_codes(roots: list[Path], lang: str) -> list[tuple[Path, str]]:
-    """(root, the language whose catalogs it holds): English reads every listed language."""
-    if lang != "en":
-        return [(root, lang) for root in roots]
-    return [(root, code) for root, code in zip(roots, UI_ENGLISH_FROM, strict=True)]
+    # English is the msgids of every listed language's catalogs (a string untranslated in
+    # one language may be translated in another)
+    codes = UI_ENGLISH_FROM if lang == "en" else (lang,) * len(roots)
+    catalogs = [mo for root, code in zip(roots, codes, strict=True) for mo in _catalogs(root, code)]
+    return catalog_segments(
+        catalogs,
+        english=lang == "en",
+        text_of=_ui_text,
+        doc_of=lambda catalog, context: f"{catalog}/{context.split('|', 1)[0]}",
+    )
 
 
 HELP = Source(
