@@ -189,13 +189,11 @@ def build_card(bundle: Path, evidence: Path, curve: Path) -> str:
             "between the languages; one pair counts for both its languages). Built by "
             "`python -m training.data build --sources "
             + ",".join(corpus.get("build_args", {}).get("sources", ["bible"]))
-            + "` from the packages named (docs/data.md): Bibles aligned by verse, help pages "
-            "by paragraph id, UI strings by context and English original, GNOME help and the "
-            "Debian handbook by position; untranslated, misaligned and duplicate pairs removed; "
-            "whole documents (a Bible book, a help page, a dialog) held out for dev and test. "
-            "The model is derived from these texts: MPL-2.0 and the share-alike licences "
-            "(CC-BY-SA-3.0 of GNOME's help, the handbook's CC-BY-SA-3.0 option) apply to them, "
-            "and whoever redistributes the model should name these sources as this card does.",
+            + "` from the packages named (alignment and cleaning: docs/data.md); "
+            "untranslated, misaligned and duplicate pairs removed; whole documents (a Bible "
+            "book, a help page, a dialog, a campaign) held out for dev and test. The model is "
+            "derived from these texts: their licences (the table) apply to it, and whoever "
+            "redistributes it should name these sources as this card does.",
             "",
             *source_table(corpus, languages),
             "",
