@@ -16,9 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from lsmt_bundle.storage import STORE_DTYPES, max_error
 from lsmt_core.routes import route_key
-
-from .storage import STORE_DTYPES, max_error
 
 
 def _routes(text: str | None) -> list[tuple[str, str]] | None:
@@ -78,10 +77,10 @@ def export_main(argv: list[str]) -> int:
     )
     args = p.parse_args(argv)
 
+    from lsmt_bundle import load_bundle
     from training.checkpoint import load_model
     from training.recipe import resolve_path
 
-    from .bundle import load_bundle
     from .from_torch import export_bundle
     from .methods import fused_names
 
@@ -106,11 +105,10 @@ def export_main(argv: list[str]) -> int:
         target_vocab = {lang: saved_vocab["ids"][lang] for lang in languages}
         rule = (int(saved_vocab["min_count"]), int(saved_vocab["max_size"]))
     elif args.target_vocab_max_size:
+        from lsmt_bundle import read_pieces
         from lsmt_core.tags import QUALITY_TAGS, lang_tag
         from lsmt_core.target_vocab import select_target_vocab
         from training.tokenizer import load_frequencies
-
-        from .bundle import read_pieces
 
         freqs = load_frequencies(args.tokenizer_dir or recipe.data.tokenizer)
         tok_path = meta.tokenizer_model_path()
@@ -245,8 +243,8 @@ def build_engines_main(argv: list[str]) -> int:
     )
     args = p.parse_args(argv)
 
-    from .bundle import BundleError, load_bundle
-    from .ct2 import save_engine
+    from lsmt_bundle import BundleError, load_bundle
+    from lsmt_bundle.ct2 import save_engine
 
     try:
         bundle = load_bundle(args.bundle)
@@ -307,7 +305,7 @@ def verify_main(argv: list[str]) -> int:
     )
     p.add_argument("bundle", type=Path)
     args = p.parse_args(argv)
-    from .bundle import BundleError, load_bundle
+    from lsmt_bundle import BundleError, load_bundle
 
     try:
         bundle = load_bundle(args.bundle)

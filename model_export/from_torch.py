@@ -8,6 +8,9 @@ from typing import Any
 
 import numpy as np
 
+from lsmt_bundle.dense import Weights
+from lsmt_bundle.storage import encode
+from lsmt_bundle.store import module_name, write_bundle
 from lsmt_core.manifest import (
     Architecture,
     Manifest,
@@ -18,9 +21,7 @@ from lsmt_core.manifest import (
     WeightGroup,
 )
 
-from .bundle import Weights, module_name, write_bundle
 from .methods import lms_excluded, method_fusions
-from .storage import encode
 
 
 def architecture_of(cfg: Any) -> Architecture:

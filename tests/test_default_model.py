@@ -17,8 +17,8 @@ import httpx
 import pytest
 from sacrebleu.metrics import CHRF
 
+from lsmt_bundle import load_bundle
 from lsmt_core.scoring import score
-from model_export.bundle import load_bundle
 from training.data.testsets import NTREX_DIR, ntrex_lines
 
 ROOT = Path(__file__).resolve().parents[1]

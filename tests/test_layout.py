@@ -67,7 +67,7 @@ def test_server_and_bundle_reader_import_without_torch_or_training():
     r = _run_blocked(
         {"training"},
         "import server.app, server.__main__, server.bundles, server.engines\n"
-        "import model_export.bundle, model_export.ct2\n"
+        "import lsmt_bundle, lsmt_bundle.ct2\n"
         "assert not any(m == 'training' or m.startswith('training.') for m in sys.modules)\n"
         "print('ok')\n",
     )
