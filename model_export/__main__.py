@@ -191,20 +191,21 @@ def routes_beating_copy(
 def verify_against_model(model, dense, src: str, tgt: str, fused: set[str] = frozenset()) -> float:
     """Largest absolute difference between assembled weights and the model's route weights
     (leaving out the method tensors and the weights their fusions change: ``fused``)."""
-    from .from_torch import dense_name
+    from .from_torch import dense_names
     from .methods import is_method_tensor
 
+    names = dense_names(model)
     worst = 0.0
     for param_name, param in model.named_parameters():
-        name, index, lang = dense_name(model, param_name)
-        if is_method_tensor(param_name) or name in fused:
+        place = names[param_name]
+        if is_method_tensor(param_name) or place.name in fused:
             continue
-        if lang is not None and lang != (src if index == "src" else tgt):
+        if place.lang is not None and place.lang != (src if place.index == "src" else tgt):
             continue
-        if name not in dense.weights:
-            raise SystemExit(f"verification failed: {name} missing from the assembled route")
+        if place.name not in dense.weights:
+            raise SystemExit(f"verification failed: {place.name} missing from the assembled route")
         expected = param.detach().cpu().numpy()
-        worst = max(worst, float(np.abs(dense.weights[name] - expected).max()))
+        worst = max(worst, float(np.abs(dense.weights[place.name] - expected).max()))
     return worst
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from lsmt_bundle import BundleError, load_bundle, module_name
-from training.model.layers import language_specific_name
+from training.model import language_specific_name
 
 
 def checkpoint_from_bundle(path: Path | str) -> dict[str, Any]:
