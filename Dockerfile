@@ -22,9 +22,10 @@ FROM base AS server-build
 RUN python -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH
 COPY pyproject.toml README.md ./
-# The shared contracts, the bundle reader and the server: no training code (tests/test_layout.py).
+# The shared contracts, the bundle package and the server: no training or export code
+# (tests/test_layout.py).
 COPY lsmt_core ./lsmt_core
-COPY model_export ./model_export
+COPY lsmt_bundle ./lsmt_bundle
 COPY server ./server
 RUN --mount=type=cache,target=/root/.cache/pip pip install './[serve]'
 
@@ -73,6 +74,7 @@ RUN --mount=type=cache,target=/root/.cache/pip \
     pip install --index-url "${TORCH_INDEX_URL}" torch==2.13.0
 COPY pyproject.toml README.md ./
 COPY lsmt_core ./lsmt_core
+COPY lsmt_bundle ./lsmt_bundle
 COPY model_export ./model_export
 COPY server ./server
 COPY training ./training

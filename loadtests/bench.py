@@ -121,8 +121,8 @@ class Variant:
 
 
 def ct2_variant(name, bundle_dir, route, args, length, *, full_vocab=False) -> Variant:
-    from model_export.bundle import load_bundle
-    from model_export.ct2 import load_translator, translate_pieces
+    from lsmt_bundle import load_bundle
+    from lsmt_bundle.ct2 import load_translator, translate_pieces
 
     bundle = load_bundle(bundle_dir)
     if full_vocab:  # the same bundle without its vocabulary-slice fusion
@@ -193,7 +193,7 @@ ENGINE_COMPARISONS = [
 
 
 def tokenized_sources(models, route, n: int, limit: int) -> list[list[str]]:
-    from model_export.bundle import load_bundle
+    from lsmt_bundle import load_bundle
     from server.bundles import ServedBundle
 
     served = ServedBundle(load_bundle(models.bundles["deep"]))
@@ -308,7 +308,7 @@ def _post(client: httpx.Client, body: dict) -> float:
 
 
 def bench_server(models, mode: Mode, args, route, log) -> dict:
-    from model_export.ct2 import translate_pieces
+    from lsmt_bundle.ct2 import translate_pieces
     from server.bundles import load_served_bundle
     from server.engines import default_loader
     from server.settings import Settings

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import torch
 
-from model_export.bundle import load_bundle
-from model_export.ct2 import load_translator, save_engine
+from lsmt_bundle import load_bundle
+from lsmt_bundle.ct2 import load_translator, save_engine
 from model_export.from_torch import export_bundle
 from training.model import build_model
 from training.recipe import find_recipe, recipe_from_dict

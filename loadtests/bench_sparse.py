@@ -126,7 +126,7 @@ def build(sizes: SparseSizes, out: Path, log=print) -> tuple[Path, dict[str, lis
 
 
 def sources_for(bundle_dir: Path, held_out, route, n: int, limit: int = 128) -> list[list[str]]:
-    from model_export.bundle import load_bundle
+    from lsmt_bundle import load_bundle
     from server.bundles import ServedBundle
 
     served = ServedBundle(load_bundle(bundle_dir))
@@ -137,7 +137,7 @@ def sources_for(bundle_dir: Path, held_out, route, n: int, limit: int = 128) -> 
 
 
 def engine_parameters(bundle_dir: Path, route, sparse: bool) -> int:
-    from model_export.bundle import load_bundle
+    from lsmt_bundle import load_bundle
 
     bundle = load_bundle(bundle_dir)
     if not sparse:

@@ -3,5 +3,6 @@
 Languages and editions, reserved symbols and source tagging, the position table, routes, text
 normalisation, per-target vocabulary selection, the bundle manifest, language identification
 and chrF/BLEU scoring. Dependencies point one way: ``lsmt_core`` imports none of
-``training``, ``model_export`` or ``server``; they import it (tests/test_layout.py checks).
+``lsmt_bundle``, ``training``, ``model_export`` or ``server``; they import it
+(tests/test_layout.py checks).
 """

@@ -1,11 +1,13 @@
-"""Export: fuse language-specific weights into a module bundle; assemble dense route engines.
+"""Export: a trained PyTorch model -> a module bundle, and back (the bundle format itself, its
+reader and the engine builder are :mod:`lsmt_bundle`, which needs no torch).
 
-Importing this package needs numpy only (no torch, no CTranslate2): the server and the
-exporter share :mod:`model_export.bundle` and :mod:`lsmt_core.manifest`.
+- :mod:`.from_torch`: split a model into per-language modules and write the bundle
+- :mod:`.methods`: which fusion rules a model's methods (LMS, FD, LAA, LEE) record
+- :mod:`.to_checkpoint`: a bundle's weights back as a training checkpoint
+- :mod:`.evaluate`: a bundle evaluated as served (CTranslate2 engines; no torch)
+- ``python -m model_export``: the command line (export, ``build-engines``, ``verify``,
+  ``checkpoint``)
+
+Importing this package imports nothing: torch and ``training`` are loaded by the modules
+that need them.
 """
-
-from lsmt_core.manifest import FORMAT_VERSION, Manifest
-
-from .bundle import Bundle, BundleError, DenseModel, load_bundle
-
-__all__ = ["FORMAT_VERSION", "Bundle", "BundleError", "DenseModel", "Manifest", "load_bundle"]

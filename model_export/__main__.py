@@ -13,15 +13,24 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from lsmt_bundle import BundleError, DenseModel, load_bundle
+from lsmt_bundle.dense import DECODER_EMBEDDING, OUTPUT_PROJECTION
+from lsmt_bundle.storage import STORE_DTYPES, max_error
+from lsmt_core.manifest import Manifest
 from lsmt_core.routes import route_key
 
-from .storage import STORE_DTYPES, max_error
+if TYPE_CHECKING:
+    from training.checkpoint import CheckpointMeta
+    from training.recipe import Recipe
+
+RouteList = list[tuple[str, str]]
 
 
-def _routes(text: str | None) -> list[tuple[str, str]] | None:
+def _routes(text: str | None) -> RouteList | None:
     if not text:
         return None
     out = []
@@ -38,6 +47,50 @@ def _size(path: Path) -> int:
 
 
 def export_main(argv: list[str]) -> int:
+    """Checkpoint -> bundle: choose languages, routes and target vocabularies, record the
+    provenance, write the bundle, and check what was written against the model."""
+    args = export_arguments().parse_args(argv)
+    from training.checkpoint import load_model
+
+    from .from_torch import export_bundle
+
+    started = time.perf_counter()
+    model, recipe, meta = load_model(args.checkpoint, which=args.which)
+    if model.cfg.language_specific.search:
+        raise SystemExit(
+            "an architecture-search model is not exported: run `python -m training.lsl select` "
+            "and train the selected recipe"
+        )
+    languages, routes = chosen_routes(meta, args.languages, args.routes)
+    target_vocab, rule = target_vocabulary(
+        meta,
+        recipe,
+        languages,
+        args.target_vocab_min_count,
+        args.target_vocab_max_size,
+        args.tokenizer_dir,
+    )
+    evaluation = json.loads(args.eval_json.read_text()) if args.eval_json else None
+    routes, dropped = filter_routes(routes, evaluation, args.min_chrf_gain)
+    manifest = export_bundle(
+        model,
+        args.out,
+        name=args.name or recipe.name,
+        tokenizer_model=meta.tokenizer_model_path(),
+        routes=routes,
+        languages=languages,
+        store_dtype=args.dtype,
+        target_vocab=target_vocab,
+        target_vocab_rule=rule,
+        provenance=export_provenance(recipe, meta, evaluation, dropped),
+        lms_path=args.lms_path,
+    )
+    dense, worst = verify_export(model, args.out, manifest)
+    print_summary(args.out, manifest, dense, worst, time.perf_counter() - started)
+    return 0
+
+
+def export_arguments() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m model_export",
         description=__doc__,
@@ -76,104 +129,76 @@ def export_main(argv: list[str]) -> int:
         help="with --eval-json: leave out routes whose chrF beats the copy-the-source "
         "baseline by less than this",
     )
-    args = p.parse_args(argv)
+    return p
 
-    from training.checkpoint import load_model
-    from training.recipe import resolve_path
 
-    from .bundle import load_bundle
-    from .from_torch import export_bundle
-    from .methods import fused_names
-
-    t0 = time.perf_counter()
-    model, recipe, meta = load_model(args.checkpoint, which=args.which)
-    if model.cfg.language_specific.search:
-        raise SystemExit(
-            "an architecture-search model is not exported: run `python -m training.lsl select` "
-            "and train the selected recipe"
-        )
-    languages = args.languages.split(",") if args.languages else list(meta.languages)
+def chosen_routes(
+    meta: CheckpointMeta, languages_arg: str | None, routes_arg: str | None
+) -> tuple[list[str], RouteList]:
+    """The languages asked for (default: the model's) and the routes between them (default:
+    every trained route)."""
+    languages = languages_arg.split(",") if languages_arg else list(meta.languages)
     unknown = sorted(set(languages) - set(meta.languages))
     if unknown:
         raise SystemExit(f"languages {unknown} not in the model; it has {meta.languages}")
-    routes = _routes(args.routes) or [(r.src, r.tgt) for r in meta.routes]
-    routes = [r for r in routes if r[0] in languages and r[1] in languages]
-    target_vocab, rule = None, None
+    routes = _routes(routes_arg) or [(r.src, r.tgt) for r in meta.routes]
+    return languages, [r for r in routes if r[0] in languages and r[1] in languages]
+
+
+def target_vocabulary(
+    meta: CheckpointMeta,
+    recipe: Recipe,
+    languages: list[str],
+    min_count: int | None,
+    max_size: int | None,
+    tokenizer_dir: Path | None,
+) -> tuple[dict[str, list[int]] | None, tuple[int, int] | None]:
+    """Each target language's vocabulary ids and the (K, N) rule that chose them: the ones the
+    model trained with when the checkpoint has them, else frequency >= K, top N (with N
+    given), else none (the full vocabulary)."""
     saved_vocab = meta.extra.get("target_vocab")  # training.vocab: what the model trained with
     if saved_vocab:
-        if args.target_vocab_max_size or args.target_vocab_min_count:
+        if max_size or min_count:
             print("note: using the target vocabularies saved in the checkpoint, not K/N given")
         target_vocab = {lang: saved_vocab["ids"][lang] for lang in languages}
-        rule = (int(saved_vocab["min_count"]), int(saved_vocab["max_size"]))
-    elif args.target_vocab_max_size:
-        from lsmt_core.tags import QUALITY_TAGS, lang_tag
-        from lsmt_core.target_vocab import select_target_vocab
-        from training.tokenizer import load_frequencies
+        return target_vocab, (int(saved_vocab["min_count"]), int(saved_vocab["max_size"]))
+    if not max_size:
+        return None, None
+    from lsmt_bundle import read_pieces
+    from lsmt_core.tags import QUALITY_TAGS, lang_tag
+    from lsmt_core.target_vocab import select_target_vocab
+    from training.tokenizer import load_frequencies
 
-        from .bundle import read_pieces
-
-        freqs = load_frequencies(args.tokenizer_dir or recipe.data.tokenizer)
-        tok_path = meta.tokenizer_model_path()
-        pieces = read_pieces(tok_path)
-        keep = (*QUALITY_TAGS, *(lang_tag(lang) for lang in meta.languages))
-        k = args.target_vocab_min_count or 1
-        target_vocab = {
-            lang: select_target_vocab(freqs[lang], pieces, k, args.target_vocab_max_size, keep)
-            for lang in languages
-        }
-        rule = (k, args.target_vocab_max_size)
-    dropped: dict[str, str] = {}
-    evaluation = json.loads(args.eval_json.read_text()) if args.eval_json else None
-    if args.min_chrf_gain is not None:
-        if evaluation is None:
-            raise SystemExit("--min-chrf-gain needs --eval-json")
-        routes, dropped = routes_beating_copy(routes, evaluation, args.min_chrf_gain)
-        for key, why in dropped.items():
-            print(f"leaving out {key}: {why}")
-        if not routes:
-            raise SystemExit("no route passes --min-chrf-gain")
-    provenance = {
-        "recipe": recipe.model_dump(mode="json"),
-        "checkpoint": _portable(meta.path),
-        "step": meta.step,
-        "best_dev_chrf": meta.best_dev_chrf,
-        "tokenizer_sha256": meta.tokenizer_sha256,
+    freqs = load_frequencies(tokenizer_dir or recipe.data.tokenizer)
+    pieces = read_pieces(meta.tokenizer_model_path())
+    keep = (*QUALITY_TAGS, *(lang_tag(lang) for lang in meta.languages))
+    k = min_count or 1
+    target_vocab = {
+        lang: select_target_vocab(freqs[lang], pieces, k, max_size, keep) for lang in languages
     }
-    corpus = corpus_provenance(resolve_path(recipe.data.dir) / "stats.json")
-    if corpus is not None:
-        provenance["corpus"] = corpus
-    if evaluation is not None:
-        provenance["evaluation"] = evaluation
-    if dropped:
-        provenance["dropped_routes"] = dropped
-    manifest = export_bundle(
-        model,
-        args.out,
-        name=args.name or recipe.name,
-        tokenizer_model=meta.tokenizer_model_path(),
-        routes=routes,
-        languages=languages,
-        store_dtype=args.dtype,
-        target_vocab=target_vocab,
-        target_vocab_rule=rule,
-        provenance=provenance,
-        lms_path=args.lms_path,
-    )
-    # Verify what was written: reload, assemble one route, compare with the PyTorch weights.
-    bundle = load_bundle(args.out)
-    src, tgt = bundle.routes[0]
-    dense = bundle.assemble(src, tgt)
-    worst = verify_against_model(model, dense, src, tgt, fused_names(manifest.fusions))
-    tol = max_error(args.dtype, dense.weights) + 1e-6
-    if worst > tol:
-        raise SystemExit(f"verification failed: max |diff| {worst:g} > {tol:g} on {src}->{tgt}")
-    print_summary(args.out, manifest, dense, worst, time.perf_counter() - t0)
-    return 0
+    return target_vocab, (k, max_size)
+
+
+def filter_routes(
+    routes: RouteList, evaluation: dict | None, min_chrf_gain: float | None
+) -> tuple[RouteList, dict[str, str]]:
+    """With ``--min-chrf-gain``: the routes that beat copying the source by that much in
+    ``evaluation``, and why each other one is left out."""
+    if min_chrf_gain is None:
+        return routes, {}
+    if evaluation is None:
+        raise SystemExit("--min-chrf-gain needs --eval-json")
+    routes, dropped = routes_beating_copy(routes, evaluation, min_chrf_gain)
+    for key, why in dropped.items():
+        print(f"leaving out {key}: {why}")
+    if not routes:
+        raise SystemExit("no route passes --min-chrf-gain")
+    return routes, dropped
 
 
 def routes_beating_copy(
-    routes: list[tuple[str, str]], evaluation: dict, min_gain: float
-) -> tuple[list[tuple[str, str]], dict[str, str]]:
+    routes: RouteList, evaluation: dict, min_gain: float
+) -> tuple[RouteList, dict[str, str]]:
     """Routes whose evaluated chrF exceeds the copy baseline by ``min_gain``; why others fail."""
     kept, dropped = [], {}
     for src, tgt in routes:
@@ -190,27 +215,72 @@ def routes_beating_copy(
     return kept, dropped
 
 
-def verify_against_model(model, dense, src: str, tgt: str, fused: set[str] = frozenset()) -> float:
+def export_provenance(
+    recipe: Recipe, meta: CheckpointMeta, evaluation: dict | None, dropped: dict[str, str]
+) -> dict[str, Any]:
+    """What the manifest records of where the model came from: recipe, checkpoint, corpus,
+    evaluation and the routes left out."""
+    from training.recipe import resolve_path
+
+    provenance: dict[str, Any] = {
+        "recipe": recipe.model_dump(mode="json"),
+        "checkpoint": _portable(meta.path),
+        "step": meta.step,
+        "best_dev_chrf": meta.best_dev_chrf,
+        "tokenizer_sha256": meta.tokenizer_sha256,
+    }
+    corpus = corpus_provenance(resolve_path(recipe.data.dir) / "stats.json")
+    if corpus is not None:
+        provenance["corpus"] = corpus
+    if evaluation is not None:
+        provenance["evaluation"] = evaluation
+    if dropped:
+        provenance["dropped_routes"] = dropped
+    return provenance
+
+
+def verify_export(model, out: Path, manifest: Manifest) -> tuple[DenseModel, float]:
+    """Reload what was written, assemble its first route and compare every weight with the
+    PyTorch model's, within the storage's rounding: the assembled route and the largest
+    difference."""
+    from .methods import fused_names
+
+    bundle = load_bundle(out)
+    src, tgt = bundle.routes[0]
+    dense = bundle.assemble(src, tgt)
+    worst = verify_against_model(model, dense, src, tgt, fused_names(manifest.fusions))
+    tol = max_error(manifest.store_dtype, dense.weights) + 1e-6
+    if worst > tol:
+        raise SystemExit(f"verification failed: max |diff| {worst:g} > {tol:g} on {src}->{tgt}")
+    return dense, worst
+
+
+def verify_against_model(
+    model, dense: DenseModel, src: str, tgt: str, fused: set[str] = frozenset()
+) -> float:
     """Largest absolute difference between assembled weights and the model's route weights
     (leaving out the method tensors and the weights their fusions change: ``fused``)."""
-    from .from_torch import dense_name
+    from .from_torch import dense_names
     from .methods import is_method_tensor
 
+    names = dense_names(model)
     worst = 0.0
     for param_name, param in model.named_parameters():
-        name, index, lang = dense_name(model, param_name)
-        if is_method_tensor(param_name) or name in fused:
+        place = names[param_name]
+        if is_method_tensor(param_name) or place.name in fused:
             continue
-        if lang is not None and lang != (src if index == "src" else tgt):
+        if place.lang is not None and place.lang != (src if place.index == "src" else tgt):
             continue
-        if name not in dense.weights:
-            raise SystemExit(f"verification failed: {name} missing from the assembled route")
+        if place.name not in dense.weights:
+            raise SystemExit(f"verification failed: {place.name} missing from the assembled route")
         expected = param.detach().cpu().numpy()
-        worst = max(worst, float(np.abs(dense.weights[name] - expected).max()))
+        worst = max(worst, float(np.abs(dense.weights[place.name] - expected).max()))
     return worst
 
 
-def print_summary(out: Path, manifest, dense, worst: float, seconds: float) -> None:
+def print_summary(
+    out: Path, manifest: Manifest, dense: DenseModel, worst: float, seconds: float
+) -> None:
     kinds = {
         "shared": out / "modules" / "shared.safetensors",
         "src": out / "modules" / "src",
@@ -218,9 +288,7 @@ def print_summary(out: Path, manifest, dense, worst: float, seconds: float) -> N
     }
     bytes_per = {"float32": 4, "float16": 2, "int8": 1}[manifest.store_dtype]
     route_params = sum(
-        v.size
-        for k, v in dense.weights.items()
-        if k not in ("decoder.embed_tokens.weight", "decoder.output_projection.weight")
+        v.size for k, v in dense.weights.items() if k not in (DECODER_EMBEDDING, OUTPUT_PROJECTION)
     )
     all_routes = route_params * bytes_per * len(manifest.routes)
     print(f"bundle {manifest.name} -> {out} ({seconds:.1f} s)")
@@ -245,8 +313,7 @@ def build_engines_main(argv: list[str]) -> int:
     )
     args = p.parse_args(argv)
 
-    from .bundle import BundleError, load_bundle
-    from .ct2 import save_engine
+    from lsmt_bundle.ct2 import save_engine
 
     try:
         bundle = load_bundle(args.bundle)
@@ -307,7 +374,6 @@ def verify_main(argv: list[str]) -> int:
     )
     p.add_argument("bundle", type=Path)
     args = p.parse_args(argv)
-    from .bundle import BundleError, load_bundle
 
     try:
         bundle = load_bundle(args.bundle)

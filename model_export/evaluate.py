@@ -19,10 +19,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from lsmt_bundle import Bundle, load_bundle
+from lsmt_bundle.ct2 import load_translator, translate_pieces
 from lsmt_core.routes import route_key
-
-from .bundle import Bundle, load_bundle
-from .ct2 import load_translator, translate_pieces
 
 
 def translate_route(

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from lsmt_bundle.dense import Weights
+from lsmt_bundle.storage import encode
+from lsmt_bundle.store import module_name, write_bundle
 from lsmt_core.manifest import (
     Architecture,
+    Index,
     Manifest,
     SparseSubnetwork,
     TargetVocab,
@@ -18,9 +23,7 @@ from lsmt_core.manifest import (
     WeightGroup,
 )
 
-from .bundle import Weights, module_name, write_bundle
 from .methods import lms_excluded, method_fusions
-from .storage import encode
 
 
 def architecture_of(cfg: Any) -> Architecture:
@@ -37,16 +40,37 @@ def architecture_of(cfg: Any) -> Architecture:
     )
 
 
-def dense_name(model: Any, param_name: str) -> tuple[str, str, str | None]:
-    """``P.by_lang.<lang>.rest`` -> (``P.rest``, the index of module ``P``, ``lang``);
-    a shared parameter -> (its name, ``"shared"``, None)."""
-    from training.model.layers import shared_name, split_language_specific
+@dataclass(frozen=True)
+class DenseName:
+    """Where a model parameter goes in a bundle."""
 
-    parts = split_language_specific(param_name)
-    if parts is None:
-        return param_name, "shared", None
-    prefix, lang, _ = parts
-    return shared_name(param_name), model.get_submodule(prefix).index, lang
+    name: str  # its dense (route-independent) name
+    index: Index  # the module kind holding it
+    lang: str | None  # the language of its copy; None for a shared parameter
+
+
+def dense_names(model: Any) -> dict[str, DenseName]:
+    """Every parameter of ``model`` -> its :class:`DenseName`. Parameter ``rest`` of language
+    ``lang``'s copy of the ``LanguageSpecific`` module at ``P`` (named
+    ``training.model.language_specific_name(P, lang, rest)``) is ``P.rest`` in the ``index``
+    module of ``lang``; every other parameter is shared under its own name."""
+    from training.model import LanguageSpecific, language_specific_name
+
+    names: dict[str, DenseName] = {}
+    for path, module in model.named_modules():  # outer modules first
+        if not isinstance(module, LanguageSpecific):
+            continue
+        for lang in model.languages:
+            try:
+                copy = model.get_submodule(language_specific_name(path, lang))
+            except AttributeError:  # no copy for this language
+                continue
+            for rest, _ in copy.named_parameters():
+                full = language_specific_name(path, lang, rest)
+                names.setdefault(full, DenseName(f"{path}.{rest}", module.index, lang))
+    for name, _ in model.named_parameters():
+        names.setdefault(name, DenseName(name, "shared", None))
+    return names
 
 
 def split_modules(
@@ -58,7 +82,7 @@ def split_modules(
     """Weight groups and module contents, keyed by dense (route-independent) names.
 
     A parameter ``P.by_lang.<lang>.rest`` of a LanguageSpecific module at ``P`` goes to the
-    module ``<index>/<lang>`` under the dense name ``P.rest`` (:func:`dense_name`).
+    module ``<index>/<lang>`` under the dense name ``P.rest`` (:func:`dense_names`).
     Parameters (and groups) for which ``exclude(name)`` holds are left out.
     """
     from training.model import LanguageSpecific
@@ -68,17 +92,18 @@ def split_modules(
     for path, module in model.named_modules():
         if isinstance(module, LanguageSpecific) and not (exclude and exclude(path + ".by_lang.")):
             groups.append(WeightGroup(prefix=path, index=module.index))
+    names = dense_names(model)
     for name, param in model.named_parameters():
         if name.startswith(SPARSE_SCORES):  # selection logits: exported as masks instead
             continue
         if exclude is not None and exclude(name):
             continue
         value = param.detach().cpu().float().numpy()
-        dense, index, lang = dense_name(model, name)
-        if lang is None:
-            modules["shared"][dense] = value
-        elif lang in languages:
-            modules.setdefault(module_name(index, lang), {})[dense] = value
+        dense = names[name]
+        if dense.lang is None:
+            modules["shared"][dense.name] = value
+        elif dense.lang in languages:
+            modules.setdefault(module_name(dense.index, dense.lang), {})[dense.name] = value
     return groups, {name: encode(weights, store_dtype) for name, weights in modules.items()}
 
 

@@ -10,9 +10,8 @@ from typing import Any
 
 import torch
 
-from training.model.layers import language_specific_name
-
-from .bundle import BundleError, load_bundle, module_name
+from lsmt_bundle import BundleError, load_bundle, module_name
+from training.model import language_specific_name
 
 
 def checkpoint_from_bundle(path: Path | str) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from model_export.ct2 import translate_pieces
+from lsmt_bundle.ct2 import translate_pieces
 
 from .bundles import ServedBundle
 from .engines import EngineRegistry, EngineUnavailable

@@ -1,6 +1,6 @@
 """A bundle as the server sees it: routes, engine keys, tokenizer, position limit.
 
-Wraps ``model_export.bundle.Bundle`` (duck-typed, so tests may pass a stand-in with the same
+Wraps ``lsmt_bundle.Bundle`` (duck-typed, so tests may pass a stand-in with the same
 attributes: ``name``, ``path``, ``manifest.languages``, ``routes``, ``engine_key(src, tgt)``,
 ``tokenizer_path``, ``source_pieces(pieces, src, tgt)``, ``assemble(src, tgt)`` and
 ``max_source_positions``).
@@ -71,9 +71,9 @@ class ServedBundle:
 
 
 def load_served_bundle(path: Path) -> ServedBundle:
-    """Validate and open a bundle directory; raises ``model_export.bundle.BundleError``
+    """Validate and open a bundle directory; raises ``lsmt_bundle.BundleError``
     (or OSError) with a message saying what is wrong."""
-    from model_export.bundle import load_bundle
+    from lsmt_bundle import load_bundle
 
     return ServedBundle(load_bundle(Path(path)))
 

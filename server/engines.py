@@ -45,7 +45,7 @@ Loader = Callable[[Any, str, str, Settings], tuple[Any, int]]
 
 def default_loader(bundle: Any, src: str, tgt: str, settings: Settings) -> tuple[Any, int]:
     """Assemble the route's dense weights (numpy) and build a CTranslate2 translator."""
-    from model_export.ct2 import load_translator
+    from lsmt_bundle.ct2 import load_translator
 
     dense = bundle.assemble(src, tgt)
     return load_translator(

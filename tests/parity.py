@@ -9,8 +9,8 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from model_export.bundle import load_bundle
-from model_export.ct2 import load_translator
+from lsmt_bundle import load_bundle
+from lsmt_bundle.ct2 import load_translator
 from tests.bundles import TinyBundle, make_tiny_bundle
 from training.model import Route
 from training.search import greedy_search

@@ -17,7 +17,7 @@ import httpx
 import pytest
 from sacrebleu.metrics import CHRF
 
-from model_export.bundle import load_bundle
+from lsmt_bundle import load_bundle
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = ROOT / "models" / "default"

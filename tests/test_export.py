@@ -8,9 +8,9 @@ import shutil
 import numpy as np
 import pytest
 
+from lsmt_bundle import BundleError, load_bundle
+from lsmt_bundle.ct2 import load_translator, save_engine
 from lsmt_core.target_vocab import select_target_vocab
-from model_export.bundle import BundleError, load_bundle
-from model_export.ct2 import load_translator, save_engine
 from model_export.from_torch import export_bundle
 from tests.bundles import TinyBundle, make_tiny_bundle
 
@@ -134,7 +134,7 @@ def test_int8_engine_on_disk_is_smaller_and_translates(separate: TinyBundle, tmp
 
 @pytest.mark.parametrize("store_dtype", ["float32", "float16", "int8"])
 def test_storage_round_trip_within_its_error_bound(store_dtype):
-    from model_export.storage import decode, encode, max_error
+    from lsmt_bundle.storage import decode, encode, max_error
 
     rng = np.random.default_rng(0)
     weights = {

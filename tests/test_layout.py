@@ -1,7 +1,8 @@
 """The package layout's import rules (README, "Layout"): ``lsmt_core`` depends on none of the
-other packages; ``training`` depends on neither ``model_export`` nor ``server``; the server
-and the bundle reader run without torch and without any ``training`` code; bundle evaluation
-runs without torch."""
+other packages; ``lsmt_bundle`` (the bundle reader, assembly, fusion rules, engine builder) only
+on ``lsmt_core``; the server only on ``lsmt_core`` and ``lsmt_bundle``; ``training`` on none of
+``lsmt_bundle``, ``model_export`` and ``server``. The server and the bundle reader run without
+torch and without any ``training`` or export code; bundle evaluation runs without torch."""
 
 from __future__ import annotations
 
@@ -47,28 +48,60 @@ def _imported_packages(path: Path) -> set[str]:
     return names
 
 
+# Every package of the repository; each rule below names the ones a package may import.
+PACKAGES = {"lsmt_core", "lsmt_bundle", "training", "model_export", "server", "loadtests", "tests"}
+
+
+def _forbidden_imports(
+    package: str, allowed: set[str], at_least: int, root: Path = ROOT
+) -> dict[str, list[str]]:
+    """Files of ``package`` that import torch or a repository package outside ``allowed``
+    (anywhere in the file, function-local imports included): path -> those packages."""
+    files = sorted((root / package).rglob("*.py"))
+    assert len(files) >= at_least, f"{package}: only {len(files)} files found"
+    forbidden = (PACKAGES | {"torch"}) - allowed - {package}
+    found = {str(f.relative_to(root)): sorted(_imported_packages(f) & forbidden) for f in files}
+    return {path: names for path, names in found.items() if names}
+
+
 def test_core_imports_none_of_the_other_packages():
-    files = sorted((ROOT / "lsmt_core").glob("*.py"))
-    assert len(files) >= 10
-    for f in files:
-        forbidden = _imported_packages(f) & {"training", "model_export", "server", "torch"}
-        assert not forbidden, f"{f.relative_to(ROOT)} imports {sorted(forbidden)}"
+    assert _forbidden_imports("lsmt_core", set(), at_least=10) == {}
 
 
-def test_training_imports_neither_export_nor_server():
-    files = sorted((ROOT / "training").rglob("*.py"))
-    assert len(files) >= 20
-    for f in files:
-        forbidden = _imported_packages(f) & {"model_export", "server"}
-        assert not forbidden, f"{f.relative_to(ROOT)} imports {sorted(forbidden)}"
+def test_bundle_package_imports_only_core():
+    assert _forbidden_imports("lsmt_bundle", {"lsmt_core"}, at_least=10) == {}
 
 
-def test_server_and_bundle_reader_import_without_torch_or_training():
+def test_server_imports_only_core_and_bundle():
+    assert _forbidden_imports("server", {"lsmt_core", "lsmt_bundle"}, at_least=20) == {}
+
+
+def test_training_imports_neither_bundle_export_nor_server():
+    assert _forbidden_imports("training", {"lsmt_core", "torch"}, at_least=20) == {}
+
+
+def test_a_breach_is_reported(tmp_path):
+    """The rules above can fail: absolute imports are seen anywhere in a file (relative ones
+    stay inside the package), and each forbidden package is named."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "m.py").write_text(
+        "import lsmt_core.tags\n"
+        "from model_export.from_torch import export_bundle\n"
+        "from . import sibling\n"
+        "def f():\n"
+        "    import torch\n"
+        "    from training import model\n"
+    )
+    found = _forbidden_imports("pkg", {"lsmt_core"}, at_least=1, root=tmp_path)
+    assert found == {"pkg/m.py": ["model_export", "torch", "training"]}
+
+
+def test_server_and_bundle_reader_import_without_torch_training_or_export():
     r = _run_blocked(
-        {"training"},
+        {"training", "model_export"},
         "import server.app, server.__main__, server.bundles, server.engines\n"
-        "import model_export.bundle, model_export.ct2\n"
-        "assert not any(m == 'training' or m.startswith('training.') for m in sys.modules)\n"
+        "import lsmt_bundle, lsmt_bundle.ct2, lsmt_bundle.fusions\n"
+        "assert not any(m.split('.')[0] in ('training', 'model_export') for m in sys.modules)\n"
         "print('ok')\n",
     )
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr

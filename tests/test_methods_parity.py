@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from model_export.bundle import load_bundle
+from lsmt_bundle import load_bundle
 from tests.bundles import TinyBundle
 from tests.parity import assert_engine_matches_pytorch as check_parity
 from tests.parity import variant_trainer

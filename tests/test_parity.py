@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from model_export.bundle import load_bundle
+from lsmt_bundle import load_bundle
 from tests.bundles import TinyBundle
 from tests.parity import assert_engine_matches_pytorch, variant_trainer
 from training.model import Route

@@ -281,7 +281,7 @@ def test_inference_gates_are_the_selected_noise_free_scores():
 
 
 def test_export_folds_the_scores_exactly_into_the_route_engine(toy_data, tmp_path):
-    from model_export.bundle import load_bundle
+    from lsmt_bundle import load_bundle
     from model_export.from_torch import export_bundle
 
     _, tok = toy_data

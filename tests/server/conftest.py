@@ -33,7 +33,8 @@ def _source_hash() -> str:
     # recipe in tests/bundles.py. Training internals are covered by the parity tests.
     files = [ROOT / "tests" / "bundles.py"]
     files += [ROOT / "lsmt_core" / f for f in ("manifest.py", "tags.py")]
-    files += [ROOT / "model_export" / f for f in ("from_torch.py", "storage.py", "bundle.py")]
+    files += [ROOT / "model_export" / "from_torch.py"]
+    files += [ROOT / "lsmt_bundle" / f for f in ("storage.py", "store.py")]
     for f in files:
         h.update(f.relative_to(ROOT).as_posix().encode())
         h.update(f.read_bytes())

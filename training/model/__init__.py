@@ -1,7 +1,7 @@
 """The route-aware multilingual Transformer (PyTorch)."""
 
 from .config import LanguageSpecificConfig, ModelConfig
-from .layers import LanguageSpecific, Route
+from .layers import LanguageSpecific, Route, language_specific_name
 from .transformer import Seq2SeqTransformer, build_model
 
 __all__ = [
@@ -11,4 +11,5 @@ __all__ = [
     "Route",
     "Seq2SeqTransformer",
     "build_model",
+    "language_specific_name",
 ]

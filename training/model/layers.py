@@ -37,8 +37,11 @@ def shared_name(param_name: str) -> str:
     return f"{prefix}.{rest}" if rest else prefix
 
 
-def language_specific_name(prefix: str, lang: str, rest: str) -> str:
-    """The inverse of :func:`split_language_specific`."""
+def language_specific_name(prefix: str, lang: str, rest: str = "") -> str:
+    """The name of ``rest`` in language ``lang``'s copy of the :class:`LanguageSpecific` module
+    at ``prefix`` (the copy itself when ``rest`` is empty): the inverse of
+    :func:`split_language_specific`, and the one naming rule the exporter relies on
+    (public as ``training.model.language_specific_name``)."""
     return f"{prefix}{BY_LANG}{lang}.{rest}" if rest else f"{prefix}{BY_LANG}{lang}"
 
 

@@ -18,9 +18,9 @@ trained with: the top-k of ``mu`` (the noise-free ranking) are kept, every other
 a kept component's gate is its noise-free score ``sigmoid(mu / tau)`` at the temperature
 training ended with (:attr:`SparseScores.temperature`; the median of the training-time score,
 since the logistic noise has median 0). A language uses exactly its budget, and export folds
-these gates exactly into the weights (``model_export.bundle``), so what is evaluated is what the
-engine computes. Categories: the heads of one attention module, the blocks of one FFN, the
-layers of one side (encoder or decoder).
+these gates exactly into the weights (``lsmt_bundle.fusions.sparse_subnetwork``), so what is
+evaluated is what the engine computes. Categories: the heads of one attention module, the
+blocks of one FFN, the layers of one side (encoder or decoder).
 
 Parameters: ``sparse_scores.logits.<group>`` of shape (languages, ...), languages in the
 model's sorted order; groups in :func:`groups`.

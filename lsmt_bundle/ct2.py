@@ -11,8 +11,14 @@ from ctranslate2.specs import common_spec, transformer_spec
 
 from lsmt_core.positions import sinusoid_table
 
-from .bundle import DECODER_EMBEDDING, EMBEDDING, OUTPUT_PROJECTION, DenseModel
-from .fusions import DECODER_POSITIONS, ENCODER_POSITIONS
+from .dense import (
+    DECODER_EMBEDDING,
+    DECODER_POSITIONS,
+    EMBEDDING,
+    ENCODER_POSITIONS,
+    OUTPUT_PROJECTION,
+    DenseModel,
+)
 
 ACTIVATIONS = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU}
 # Quantizations a saved model may carry; others (e.g. "auto") are chosen at load time.

@@ -1,0 +1,133 @@
+"""A bundle opened for reading: its manifest, tokenizer pieces and lazily read modules.
+
+Numpy only: the server imports this without torch. Opening checks the manifest and the
+tokenizer; each module is checked against its recorded size and SHA-256 when it is read, so a
+corrupted module fails its routes (``BundleError`` naming the file), never serves garbage.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from safetensors.numpy import load
+
+from lsmt_core.manifest import Manifest
+from lsmt_core.tags import tag_source
+
+from .assembly import assemble
+from .dense import DenseModel, Weights
+from .errors import BundleError
+from .storage import decode
+from .store import check_digest, module_name, module_path, read_manifest
+
+
+class Bundle:
+    def __init__(self, path: Path, manifest: Manifest, pieces: list[str]):
+        self.path = path
+        self.manifest = manifest
+        self.name = manifest.name
+        self.pieces = pieces  # tokenizer pieces in id order = the full vocabulary
+        self._indices = manifest.indices_used()
+
+    @property
+    def routes(self) -> list[tuple[str, str]]:
+        return [tuple(r) for r in self.manifest.routes]
+
+    @property
+    def tokenizer_path(self) -> Path:
+        return self.path / self.manifest.tokenizer.path
+
+    @property
+    def max_source_positions(self) -> int:
+        return self.manifest.architecture.max_positions
+
+    def check_route(self, src: str, tgt: str) -> None:
+        if (src, tgt) not in self.routes:
+            raise BundleError(f"route {src}->{tgt} is not offered by bundle {self.name}")
+
+    def modules_for(self, src: str, tgt: str) -> list[str]:
+        """The modules a route reads, in a fixed order."""
+        names = [module_name("shared")]
+        if "src" in self._indices:
+            names.append(module_name("src", src))
+        if "tgt" in self._indices:
+            names.append(module_name("tgt", tgt))
+        return names
+
+    def engine_key(self, src: str, tgt: str) -> str:
+        """Routes with equal keys read the same modules, so they share one engine."""
+        return f"{self.name}:" + "+".join(self.modules_for(src, tgt))
+
+    def source_pieces(self, pieces: list[str], src: str, tgt: str) -> list[str]:
+        return tag_source(self.manifest.tag_scheme, pieces, src, tgt)
+
+    def read_module(self, name: str) -> Weights:
+        """A module's weights (float32, decoded), after checking its recorded size and
+        checksum: a corrupted module fails loudly instead of serving garbage."""
+        path = module_path(self.path, name)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError as exc:
+            raise BundleError(f"module {name} missing: {path}") from exc
+        check_digest(self.manifest, path.relative_to(self.path).as_posix(), data)
+        try:
+            return decode(load(data))
+        except Exception as exc:  # safetensors raises several types for corrupt files
+            raise BundleError(f"module {name} unreadable ({path}): {exc}") from exc
+
+    def check_sizes(self) -> dict[str, str]:
+        """Files the manifest records that are missing or of another size: path -> problem.
+        Cheap (no reading), for a server's start-up; :meth:`verify` also checks contents."""
+        problems: dict[str, str] = {}
+        for rel, want in self.manifest.files.items():
+            path = self.path / rel
+            if not path.is_file():
+                problems[rel] = "missing"
+            elif path.stat().st_size != want.bytes:
+                problems[rel] = f"{path.stat().st_size} bytes, the manifest recorded {want.bytes}"
+        return problems
+
+    def verify(self) -> dict[str, str]:
+        """Every file the manifest records, checked: path -> "ok" or what is wrong."""
+        report: dict[str, str] = {}
+        for rel in self.manifest.files:
+            try:
+                check_digest(self.manifest, rel, (self.path / rel).read_bytes())
+                report[rel] = "ok"
+            except FileNotFoundError:
+                report[rel] = "missing"
+            except BundleError as exc:
+                report[rel] = str(exc).split(": ", 1)[1]
+        return report
+
+    def assemble(self, src: str, tgt: str) -> DenseModel:
+        """Dense float32 weights for one route: read its modules, select, apply fusions
+        (:func:`lsmt_bundle.assembly.assemble`)."""
+        self.check_route(src, tgt)
+        modules = {name: self.read_module(name) for name in self.modules_for(src, tgt)}
+        return assemble(self.manifest, self.pieces, modules)
+
+
+def read_pieces(model_path: Path) -> list[str]:
+    import sentencepiece as spm
+
+    try:
+        sp = spm.SentencePieceProcessor(model_file=str(model_path))
+    except (OSError, RuntimeError) as exc:
+        raise BundleError(f"tokenizer unreadable: {model_path}: {exc}") from exc
+    return [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
+
+
+def load_bundle(path: str | Path) -> Bundle:
+    """Read and validate a bundle's manifest and tokenizer; modules are read lazily."""
+    root = Path(path)
+    manifest = read_manifest(root)
+    tokenizer = root / manifest.tokenizer.path
+    if tokenizer.is_file():
+        check_digest(manifest, manifest.tokenizer.path, tokenizer.read_bytes())
+    pieces = read_pieces(tokenizer)
+    if len(pieces) != manifest.tokenizer.vocab_size:
+        raise BundleError(
+            f"tokenizer has {len(pieces)} pieces, manifest says {manifest.tokenizer.vocab_size}"
+        )
+    return Bundle(root, manifest, pieces)

@@ -1,0 +1,45 @@
+"""One route's dense Transformer, what assembly produces and an engine is built from.
+
+The weight names here are the dense names of the bundle format (docs/export.md): the names a
+parameter has in a model with the route fixed. The tied embedding is one matrix; the decoder
+embedding and the output projection are written only when a fusion makes them differ from it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from lsmt_core.manifest import Architecture
+
+from .errors import BundleError
+
+Weights = dict[str, np.ndarray]
+
+EMBEDDING = "embed_tokens.weight"
+DECODER_EMBEDDING = "decoder.embed_tokens.weight"
+OUTPUT_PROJECTION = "decoder.output_projection.weight"
+# Optional dense weights: a stack's position table when a fusion changed it (else sinusoids).
+ENCODER_POSITIONS = "encoder.positions"
+DECODER_POSITIONS = "decoder.positions"
+
+
+@dataclass
+class DenseModel:
+    """One route's plain Transformer: what an engine is built from."""
+
+    architecture: Architecture
+    weights: Weights
+    source_vocab: list[str]
+    target_vocab: list[str]
+    modules: list[str] = field(default_factory=list)  # the modules it was assembled from
+
+
+def take_input(dense: DenseModel, name: str) -> np.ndarray:
+    """Remove and return a fusion's input tensor (a factor, matrix or vector that the route's
+    modules carry beside its dense weights)."""
+    value = dense.weights.pop(name, None)
+    if value is None:
+        raise BundleError(f"fusion input {name} missing from the route's modules")
+    return value

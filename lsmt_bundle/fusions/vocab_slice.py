@@ -1,0 +1,26 @@
+"""``vocab_slice`` (per-target vocabulary filtering, Shallow paper): the decoder embedding and
+the output projection become the rows of the tied embedding at the target's vocabulary ids,
+and the engine's target vocabulary the matching pieces."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lsmt_core.manifest import Fusion, VocabSlice
+
+from ..dense import DECODER_EMBEDDING, EMBEDDING, OUTPUT_PROJECTION, DenseModel, Weights
+from ..errors import BundleError
+
+
+def vocab_slice(dense: DenseModel, rule: Fusion, extras: dict[str, Weights]) -> None:
+    assert isinstance(rule, VocabSlice)
+    ids = extras.get("tgt", {}).get(rule.ids)
+    if ids is None:
+        raise BundleError(f"target module lacks {rule.ids}")
+    ids = ids.astype(np.int64)
+    if ids.min() < 0 or ids.max() >= len(dense.source_vocab):
+        raise BundleError("target vocabulary ids out of range")
+    rows = dense.weights[EMBEDDING][ids]
+    dense.weights[DECODER_EMBEDDING] = rows
+    dense.weights[OUTPUT_PROJECTION] = rows
+    dense.target_vocab = [dense.source_vocab[i] for i in ids]

@@ -1,0 +1,89 @@
+"""The module store on disk: where each file lives, how it is written, how it is checked.
+
+    bundle/
+      manifest.json                    (lsmt_core.manifest.Manifest)
+      tokenizer/spm.model
+      modules/shared.safetensors
+      modules/src/<lang>.safetensors   (only when some weights are source-indexed)
+      modules/tgt/<lang>.safetensors   (target-indexed weights, target vocabulary ids)
+
+Every file the manifest lists carries its size and SHA-256 (``Manifest.files``); bundles
+written before checksums existed list none and are read unchecked.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+from pydantic import ValidationError
+from safetensors.numpy import save_file
+
+from lsmt_core.manifest import FileDigest, Index, Manifest
+
+from .dense import Weights
+from .errors import BundleError
+
+MANIFEST = "manifest.json"
+
+
+def module_name(index: Index, lang: str | None = None) -> str:
+    return "shared" if index == "shared" else f"{index}/{lang}"
+
+
+def module_index(name: str) -> Index:
+    """The index of a module name: ``shared``, ``src/de`` -> ``src``, ``tgt/fr`` -> ``tgt``."""
+    return "shared" if name == "shared" else name.split("/")[0]  # type: ignore[return-value]
+
+
+def module_path(root: Path, name: str) -> Path:
+    return root / "modules" / f"{name}.safetensors"
+
+
+def write_bundle(
+    out: Path, manifest: Manifest, modules: dict[str, Weights], tokenizer_model: Path
+) -> None:
+    """Write a bundle; ``modules`` maps module names (``shared``, ``src/de``...) to weights."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "tokenizer").mkdir(exist_ok=True)
+    shutil.copyfile(tokenizer_model, out / manifest.tokenizer.path)
+    for name, weights in modules.items():
+        path = module_path(out, name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        save_file({k: np.ascontiguousarray(v) for k, v in weights.items()}, str(path))
+        path.chmod(0o644)  # safetensors writes 0600: a server running as another user must read it
+    written = [manifest.tokenizer.path] + [
+        module_path(out, name).relative_to(out).as_posix() for name in modules
+    ]
+    manifest.files = {rel: digest((out / rel).read_bytes()) for rel in sorted(written)}
+    (out / MANIFEST).write_text(manifest.model_dump_json(indent=2) + "\n")
+
+
+def read_manifest(root: Path) -> Manifest:
+    """The bundle's validated manifest; BundleError if it is missing or invalid."""
+    manifest_path = root / MANIFEST
+    if not manifest_path.is_file():
+        raise BundleError(f"no manifest.json in {root}")
+    try:
+        return Manifest.model_validate(json.loads(manifest_path.read_text()))
+    except (ValueError, ValidationError) as exc:
+        raise BundleError(f"invalid manifest {manifest_path}: {exc}") from exc
+
+
+def digest(data: bytes) -> FileDigest:
+    return FileDigest(bytes=len(data), sha256=hashlib.sha256(data).hexdigest())
+
+
+def check_digest(manifest: Manifest, rel: str, data: bytes) -> None:
+    """Raise BundleError if ``data`` is not the file ``rel`` the manifest recorded (bundles
+    without recorded digests are not checked)."""
+    want = manifest.files.get(rel)
+    if want is None:
+        return
+    if len(data) != want.bytes:
+        raise BundleError(f"{rel}: {len(data)} bytes, the manifest recorded {want.bytes}")
+    if hashlib.sha256(data).hexdigest() != want.sha256:
+        raise BundleError(f"{rel}: checksum mismatch (corrupted or modified since export)")
