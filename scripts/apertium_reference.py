@@ -30,13 +30,13 @@ _MARK = re.compile(r"(?<!\w)[*#@](?=\w)")
 
 
 def translate(mode: str, lines: list[str]) -> list[str]:
-    """Apertium over ``lines``, one output line per input line (the null-flush mode keeps the
-    alignment: each line is sent and answered on its own, ended by a NUL byte)."""
-    text = "".join(line.replace("\0", " ") + "\0" for line in lines)
+    """Apertium over ``lines``, one output line per input line (Apertium keeps line breaks
+    as formatting; the count is checked)."""
+    text = "\n".join(line.replace("\n", " ") for line in lines) + "\n"
     r = subprocess.run(
-        ["apertium", "-z", "-u", mode], input=text, capture_output=True, text=True, check=True
+        ["apertium", "-u", mode], input=text, capture_output=True, text=True, check=True
     )
-    out = r.stdout.split("\0")[: len(lines)]
+    out = r.stdout.rstrip("\n").split("\n")
     if len(out) != len(lines):
         raise RuntimeError(f"apertium {mode}: {len(out)} outputs for {len(lines)} inputs")
     return [_MARK.sub("", line).strip() for line in out]

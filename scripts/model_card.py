@@ -267,8 +267,9 @@ def build_card(bundle: Path, evidence: Path, curve: Path) -> str:
     if apertium.is_file():
         ref, ours = _json(apertium), shipped["ntrex"]["directions"]
         lines += [
-            "Reference point on the same NTREX sentences (all of them), scored by the same "
-            f"code: the rule-based Apertium ({ref['package']}) "
+            f"Reference point on NTREX (all {ref['directions']['en-es']['sentences']:,} "
+            "sentences; the tables above use the first ones), scored by the same code: the "
+            f"rule-based Apertium ({ref['package']}) "
             + ", ".join(
                 f"{d} chrF {r['chrf']:.1f} (copy {r['copy_chrf']:.1f})"
                 for d, r in sorted(ref["directions"].items())
