@@ -152,6 +152,8 @@ def translate_pieces(
     max_length: int | None = None,
     min_length: int = 0,
     max_batch_size: int = 0,
+    repetition_penalty: float = 1.0,
+    no_repeat_ngram_size: int = 0,
 ) -> list:
     """The one decoding call of an assembled engine (server, bundle evaluation, benchmarks):
     tagged source pieces in, ``TranslationResult``s (pieces, scores) out. The decoder's
@@ -160,7 +162,9 @@ def translate_pieces(
     raises), and by ``max_length`` when given. Sources must fit ``max_positions`` already
     (callers refuse or truncate them: that rule differs between serving and evaluation).
     ``min_length`` forbids the end token before that many tokens: with ``min_length ==
-    max_length`` every output has the same length (benchmarks on random weights)."""
+    max_length`` every output has the same length (benchmarks on random weights).
+    ``repetition_penalty`` (above 1 penalises tokens already generated) and
+    ``no_repeat_ngram_size`` (0: off) are CTranslate2's guards against degenerate output."""
     limit = max_positions - 1 if max_length is None else min(max_length, max_positions - 1)
     return translator.translate_batch(
         sources,
@@ -170,5 +174,7 @@ def translate_pieces(
         min_decoding_length=min(min_length, limit),
         max_input_length=0,  # the callers bound the source length themselves
         max_batch_size=max_batch_size,
+        repetition_penalty=repetition_penalty,
+        no_repeat_ngram_size=no_repeat_ngram_size,
         return_scores=True,
     )

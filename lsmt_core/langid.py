@@ -1,11 +1,34 @@
-"""Language identification (py3langid), one wrapper for the server's ``auto`` source and for
-the off-target rate of evaluations."""
+"""Language identification (py3langid), one wrapper for the server's ``auto`` source, its
+output checks and the off-target rate of evaluations."""
 
 from __future__ import annotations
 
 import copy
 import threading
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+# Chosen by measurement on NTREX-128 (docs/server.md, scripts/detection_study.py): the
+# identifier's probability at which a text in a language nobody serves is refused rather than
+# forced onto a served one, and below which a served guess is flagged as uncertain.
+REFUSE_AT = 0.5
+CERTAIN_AT = 0.5
+
+
+@dataclass(frozen=True)
+class SourceGuess:
+    """What ``auto`` makes of one text.
+
+    ``status``: ``served`` (translate from ``language``), ``uncertain`` (translate from
+    ``language``, the best candidate, but the identifier is not sure) or ``unsupported``
+    (``language`` is what the identifier found, and it is not a candidate). ``confidence`` is the
+    identifier's probability of ``language`` over every language it knows, not renormalised
+    over the candidates."""
+
+    language: str
+    confidence: float
+    status: Literal["served", "uncertain", "unsupported"]
 
 
 class LanguageDetector:
@@ -27,6 +50,32 @@ class LanguageDetector:
                 ident.set_languages(sorted(langs))
                 self._by_set[langs] = ident
             return ident
+
+    def rank(self, text: str) -> list[tuple[str, float]]:
+        """Every language the identifier knows with its probability, most likely first."""
+        return [(lang, float(p)) for lang, p in self._full.rank(text)]
+
+    def guess_source(
+        self,
+        text: str,
+        candidates: Iterable[str],
+        refuse_at: float = REFUSE_AT,
+        certain_at: float = CERTAIN_AT,
+    ) -> SourceGuess:
+        """Identify ``text`` over every language the identifier knows, then decide: its most
+        likely language when that is a candidate; ``unsupported`` when another language is at
+        least ``refuse_at`` likely; else the most likely candidate, flagged ``uncertain``."""
+        langs = {c for c in candidates if c in self.known}
+        if not langs:
+            raise ValueError("none of the candidate languages is known to the detector")
+        ranking = self.rank(text)
+        top, p = ranking[0]
+        if top in langs:
+            return SourceGuess(top, p, "served" if p >= certain_at else "uncertain")
+        if p >= refuse_at:
+            return SourceGuess(top, p, "unsupported")
+        best, p_best = next((lang, q) for lang, q in ranking if lang in langs)
+        return SourceGuess(best, p_best, "uncertain")
 
     def detect(self, text: str, candidates: frozenset[str] | set[str]) -> tuple[str, float]:
         """Most likely language among ``candidates`` (those py3langid knows) and its

@@ -49,6 +49,8 @@ class DecodeOptions:
     beam_size: int
     num_hypotheses: int
     max_length: int
+    repetition_penalty: float = 1.0
+    no_repeat_ngram_size: int = 0
 
 
 @dataclass
@@ -87,6 +89,8 @@ def run_translate_batch(
         beam_size=opts.beam_size,
         num_hypotheses=opts.num_hypotheses,
         max_length=opts.max_length,
+        repetition_penalty=opts.repetition_penalty,
+        no_repeat_ngram_size=opts.no_repeat_ngram_size,
     )
 
 

@@ -60,14 +60,22 @@ class ServedBundle:
     def targets_for(self, src: str) -> list[str]:
         return [t for s, t in self.routes if s == src]
 
+    def pieces(self, sentence: str, lang: str) -> list[str]:
+        """SentencePiece pieces of a sentence in ``lang``, after the corpus normalisation the
+        model was trained on (NFC, spacing, CJK spaces); no tags."""
+        return self._sp.encode(normalize_text(sentence, lang), out_type=str)
+
     def encode(self, sentence: str, src: str, tgt: str) -> list[str]:
-        # The corpus normalisation the model was trained on (NFC, spacing, CJK spaces).
-        pieces = self._sp.encode(normalize_text(sentence, src), out_type=str)
-        return list(self.bundle.source_pieces(pieces, src, tgt))
+        """The engine's source: the pieces with the route's tags."""
+        return list(self.bundle.source_pieces(self.pieces(sentence, src), src, tgt))
+
+    def untagged(self, pieces: list[str]) -> list[str]:
+        """Pieces without language and quality tags."""
+        return [p for p in pieces if p not in self._tags]
 
     def decode(self, pieces: list[str]) -> str:
-        # Drop language and quality tags (the model may emit one); byte pieces <0x..> stay.
-        return self._sp.decode_pieces([p for p in pieces if p not in self._tags])
+        # The model may emit a tag: it is dropped; byte pieces <0x..> stay.
+        return self._sp.decode_pieces(self.untagged(pieces))
 
 
 def load_served_bundle(path: Path) -> ServedBundle:

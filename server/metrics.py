@@ -2,12 +2,15 @@
 
 Label cardinality is bounded: ``endpoint`` is the route template (or ``unmatched``),
 ``status`` the numeric HTTP status, ``engine`` an engine key (bounded by the bundles), ``tier``
-one of device/host, ``stage`` one of four, ``reason`` one of a few fixed words.
+one of device/host, ``stage`` one of four, ``reason`` one of a few fixed words, as are ``flag`` and
+``outcome``.
 """
 
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from .output_checks import FLAGS
 
 LATENCY_BUCKETS = (
     0.001,
@@ -31,6 +34,7 @@ TOKEN_BUCKETS = (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
 STAGES = ("queue_wait", "tokenize", "translate", "detokenize")
 REJECT_REASONS = ("queue_full", "timeout", "engine_unavailable")
 TIERS = ("device", "host")
+RETRY_OUTCOMES = ("improved", "kept", "not_run")
 
 
 class Metrics:
@@ -93,6 +97,21 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        self.output_flags = Counter(
+            "lsmt_output_flags",
+            "Translated texts' flags (server.output_checks): sentences flagged repetition, "
+            "length_ratio or off_target before any retry; texts whose source language was "
+            "uncertain_language.",
+            ["flag"],
+            registry=r,
+        )
+        self.output_retries = Counter(
+            "lsmt_output_retries",
+            "Flagged sentences decoded again: improved (fewer flags, the retry is kept), kept "
+            "(the first output stays), not_run (no time or no queue room left).",
+            ["outcome"],
+            registry=r,
+        )
         self.engine_loads = Counter(
             "lsmt_engine_loads",
             "Engine loads completed (assembled or restored).",
@@ -141,6 +160,10 @@ class Metrics:
             self.stage_latency.labels(stage)
         for d in ("input", "output"):
             self.tokens.labels(d)
+        for flag in FLAGS:
+            self.output_flags.labels(flag)
+        for outcome in RETRY_OUTCOMES:
+            self.output_retries.labels(outcome)
 
     def init_engine(self, key: str) -> None:
         """Create an engine's series at zero (engine keys are known once bundles are open)."""

@@ -12,6 +12,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict
 
+from .output_checks import Flag
+
 
 def _not_a_bool(value: Any) -> Any:
     if isinstance(value, bool):  # Python's bool is an int: say no before pydantic says yes
@@ -52,7 +54,10 @@ class TranslateRequest(BaseModel):
 
 class DetectedLanguage(BaseModel):
     language: str
-    confidence: float = Field(description="Probability among the candidate languages, 0..1.")
+    confidence: float = Field(
+        description="The language identifier's probability of this language, 0..1, over every "
+        "language it knows (not renormalised over the served ones)."
+    )
 
 
 class Alternative(BaseModel):
@@ -70,6 +75,14 @@ class Translation(BaseModel):
         None,
         description="Engine key that served it; null when the text was already in the "
         "target language and returned unchanged.",
+    )
+    warnings: list[Flag] = Field(
+        default_factory=list,
+        description="What may be wrong with this translation: repetition (the output repeats "
+        "itself more than the source), length_ratio (far longer or shorter than the source), "
+        "off_target (not in the target language), uncertain_language (auto: the source "
+        "language was not identified with confidence). Empty when nothing was found; a "
+        "flagged sentence has already been decoded a second time.",
     )
 
 
@@ -89,7 +102,10 @@ class LanguageInfo(BaseModel):
 class LanguagesResponse(BaseModel):
     languages: list[LanguageInfo]
     routes: list[str]
-    auto_detect: list[str] = Field(description="Languages the detector can recognise.")
+    auto_detect: list[str] = Field(
+        description="Served languages that source auto can resolve to (the identifier knows "
+        "more: a text in a language not served is refused with unsupported_language)."
+    )
 
 
 class ErrorBody(BaseModel):

@@ -12,16 +12,18 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
-from lsmt_core.langid import LanguageDetector
+from lsmt_core.langid import LanguageDetector, SourceGuess
 from lsmt_core.routes import route_key
 
 from .batching import Batcher, DecodeOptions, Hypothesis, Job, QueueFull, ShuttingDown
-from .bundles import ServedBundle
+from .bundles import ServedBundle, language_name
 from .engines import EngineRegistry, EngineUnavailable
 from .failures import Busy, InvalidRequest, TimedOut, TooLarge, Unavailable, shutting_down
 from .metrics import Metrics
+from .output_checks import RETRY, Flag, ordered, sentence_flags
 from .settings import Settings
 from .text import Line, join_text, sentences_of, split_text
 from .validation import Options, validate_options, validate_texts
@@ -44,24 +46,44 @@ class TextResult:
     score: float | None = None
     alternatives: list[Alternative] = field(default_factory=list)
     engine: str | None = None  # None: nothing to translate (text already in the target)
+    warnings: list[Flag] = field(default_factory=list)  # server.output_checks.FLAGS
 
 
 @dataclass
 class TextPlan:
-    """One text, prepared: its source language (given, or detected with ``confidence``) and,
-    unless it is already in the target language (``served`` None), its bundle, lines and
-    tokenized sentences."""
+    """One text, prepared: its source language (given, or detected with ``confidence``,
+    ``uncertain`` when the identifier was not sure) and, unless it is already in the target
+    language (``served`` None), its bundle, lines and tokenized sentences."""
 
     source: str
     confidence: float | None
+    uncertain: bool = False
     served: ServedBundle | None = None
     lines: list[Line] | None = None
     pieces: list[list[str]] | None = None
 
 
-# A job submitted to one engine's batcher: the (text, sentence) index of each of its
-# sentences, and the engine key.
-SubmittedJob = tuple[Job, list[tuple[int, int]], str]
+# The hypotheses of every translated sentence, by (text index, sentence index).
+SentenceHypotheses = dict[tuple[int, int], list[Hypothesis]]
+
+
+@dataclass(frozen=True)
+class Sentence:
+    """One sentence to translate: its (text, sentence) index in the request, the bundle and
+    route that translate it, its tagged source pieces."""
+
+    index: tuple[int, int]
+    served: ServedBundle
+    route: tuple[str, str]
+    pieces: list[str]
+
+
+@dataclass(frozen=True)
+class SubmittedJob:
+    """A job given to one engine's batcher, and the index of each of its sentences."""
+
+    job: Job
+    sentences: list[tuple[int, int]]
 
 
 class TranslationService:
@@ -123,7 +145,10 @@ class TranslationService:
             )
         return named
 
-    def _unsupported_route(self, src: str, tgt: str, model: str | None) -> InvalidRequest:
+    def _unsupported_route(
+        self, src: str, tgt: str, model: str | None, lead: str = "", **extra: Any
+    ) -> InvalidRequest:
+        """``unsupported_route``; ``lead`` goes before the message, ``extra`` into the body."""
         routes = sorted({r for b in self._candidates(model) for r in b.routes})
         sources = sorted({s for s, t in routes if t == tgt})
         if src == tgt:
@@ -135,7 +160,9 @@ class TranslationService:
             )
         else:
             msg = f"No model translates into {tgt!r}."
-        return InvalidRequest("unsupported_route", msg, allowed=[route_key(r) for r in routes])
+        return InvalidRequest(
+            "unsupported_route", lead + msg, **extra, allowed=[route_key(r) for r in routes]
+        )
 
     # Validation --------------------------------------------------------------------------
 
@@ -171,24 +198,52 @@ class TranslationService:
 
     # Detection -----------------------------------------------------------------------------
 
-    def detect(self, text: str, target: str, model: str | None) -> tuple[str, float]:
-        cands = {s for b in self._candidates(model) for s, t in b.routes if t == target}
-        cands.add(target)
+    def detect(
+        self, text: str, target: str, model: str | None, index: int | None = None
+    ) -> SourceGuess:
+        """The source language of ``text`` for ``target`` (``auto``), decided by
+        ``LanguageDetector.guess_source`` over every language the identifier knows. A text
+        in a language with no route into ``target`` is refused: ``unsupported_language`` when
+        nothing here serves that language, ``unsupported_route`` when something does but not
+        into ``target``. ``index``: the text's place in the request, named in the error."""
+        candidates = {s for b in self._candidates(model) for s, t in b.routes if t == target}
+        candidates.add(target)
         try:
-            return self.detector.detect(text, cands)
+            guess = self.detector.guess_source(text, candidates)
         except ValueError:
             raise InvalidRequest(
                 "detection_unavailable",
                 "The source language cannot be detected for this target; name it.",
-                allowed=sorted(cands - {target}),
+                allowed=sorted(candidates - {target}),
             ) from None
+        if guess.status != "unsupported":
+            return guess
+        detected = {"language": guess.language, "confidence": round(guess.confidence, 4)}
+        where = {} if index is None else {"index": index}
+        looks = (
+            f"The text{'' if index is None else f' {index}'} looks like "
+            f"{language_name(guess.language)} ({guess.language}, confidence "
+            f"{guess.confidence:.2f})"
+        )
+        served = sorted({lang for b in self._candidates(model) for lang in b.languages})
+        if guess.language in served:
+            raise self._unsupported_route(
+                guess.language, target, model, lead=f"{looks}. ", **where, detected=detected
+            )
+        raise InvalidRequest(
+            "unsupported_language",
+            f"{looks}, which this server does not translate. Languages served: "
+            f"{', '.join(served)}; if the text is in one of them, name it as the source.",
+            parameter="source",
+            **where,
+            detected=detected,
+            allowed=served,
+        )
 
-    def detect_any(self, text: str) -> list[tuple[str, float]]:
-        langs = {lang for lang in self.languages if lang in self.detector.known}
-        if not langs:
-            return []
-        lang, conf = self.detector.detect(text, langs)
-        return [(lang, conf)]
+    def detect_any(self, text: str, top: int = 3) -> list[tuple[str, float]]:
+        """The identifier's most likely languages over every language it knows (served or
+        not), with their probabilities: what ``/detect`` reports."""
+        return self.detector.rank(text)[:top]
 
     # Translation -----------------------------------------------------------------------------
 
@@ -229,9 +284,19 @@ class TranslationService:
             if self.batcher(served, (source, target)).is_full():
                 raise self._queue_full()
         plans = await self._prepare(texts, source, target, model, deadline)
-        decode = DecodeOptions(opts.beam_size, opts.num_alternatives + 1, opts.max_length)
-        jobs = await self._decode(plans, target, decode, deadline)
-        return self._join(texts, plans, jobs, target, opts.num_alternatives)
+        decode = DecodeOptions(
+            opts.beam_size,
+            opts.num_alternatives + 1,
+            opts.max_length,
+            self.settings.repetition_penalty,
+            self.settings.no_repeat_ngram_size,
+        )
+        sentences = self._sentences(plans, target)
+        hypotheses = await self._decode(sentences, decode, deadline)
+        flags: dict[tuple[int, int], set[Flag]] = {}
+        if self.settings.output_checks:
+            flags = await self._check_outputs(sentences, hypotheses, target, decode, deadline)
+        return self._join(texts, plans, hypotheses, flags, target, opts.num_alternatives)
 
     async def _prepare(
         self, texts: list[str], source: str, target: str, model: str | None, deadline: float
@@ -271,12 +336,12 @@ class TranslationService:
                 stop is not None and stop.is_set()
             ):
                 raise TimeoutError
-            conf = None
-            src = source
+            src, conf, uncertain = source, None, False
             if source == AUTO:
-                src, conf = self.detect(text, target, model)
+                guess = self.detect(text, target, model, index=i)
+                src, conf, uncertain = guess.language, guess.confidence, guess.status != "served"
             if src == target:  # already in the target language
-                plans.append(TextPlan(src, conf))
+                plans.append(TextPlan(src, conf, uncertain))
                 continue
             served = self.bundle_for(src, target, model)
             lines = split_text(text, src)
@@ -290,41 +355,30 @@ class TranslationService:
                         index=i,
                         limit_tokens=served.max_source_positions,
                     )
-            plans.append(TextPlan(src, conf, served, lines, pieces))
+            plans.append(TextPlan(src, conf, uncertain, served, lines, pieces))
         return plans
 
+    @staticmethod
+    def _sentences(plans: list[TextPlan], target: str) -> list[Sentence]:
+        return [
+            Sentence((i, j), plan.served, (plan.source, target), pieces)
+            for i, plan in enumerate(plans)
+            if plan.served is not None
+            for j, pieces in enumerate(plan.pieces or [])
+        ]
+
     async def _decode(
-        self, plans: list[TextPlan], target: str, decode: DecodeOptions, deadline: float
-    ) -> list[SubmittedJob]:
-        """One job per engine with every sentence of every text that goes there, all done
-        within ``deadline``. On any failure, the client going away or the graceful-shutdown
-        time running out (CancelledError) included, the queued sentences are dropped, not
-        translated for nobody."""
-        jobs: list[SubmittedJob] = []
+        self, sentences: list[Sentence], decode: DecodeOptions, deadline: float
+    ) -> SentenceHypotheses:
+        """Every sentence decoded, one job per engine, all within ``deadline``; failures
+        become the service's errors."""
         try:
-            groups: dict[str, tuple[Batcher, list[tuple[int, int]], list[list[str]]]] = {}
-            for i, plan in enumerate(plans):
-                if plan.served is None:
-                    continue
-                route = (plan.source, target)
-                self.registry.check(plan.served, route)  # a failed key answers 503 at once
-                b = self.batcher(plan.served, route)
-                entry = groups.setdefault(b.key, (b, [], []))
-                for j, p in enumerate(plan.pieces or []):
-                    entry[1].append((i, j))
-                    entry[2].append(p)
-            for key, (b, index, sources) in groups.items():
-                jobs.append((b.submit(sources, decode), index, key))
-            if jobs:
-                await self._wait(jobs, deadline)
+            return await self._run(sentences, decode, deadline)
         except QueueFull:
-            self._cancel(jobs)
             raise self._queue_full() from None
         except TimeoutError:
-            self._cancel(jobs)
             raise self._timeout() from None
         except EngineUnavailable as exc:
-            self._cancel(jobs)
             self.metrics.rejected.labels("engine_unavailable").inc()
             retry = max(1, round(exc.retry_after))
             raise Unavailable(
@@ -335,19 +389,43 @@ class TranslationService:
                 retry_after_s=retry,
             ) from None
         except ShuttingDown:
-            self._cancel(jobs)
             raise shutting_down() from None
+
+    async def _run(
+        self, sentences: list[Sentence], decode: DecodeOptions, deadline: float
+    ) -> SentenceHypotheses:
+        """Submit one job per engine and wait for all of them. On any failure, the client
+        going away or the graceful-shutdown time running out (CancelledError) included, the
+        queued sentences are dropped, not translated for nobody, and the failure raised as
+        is (QueueFull, TimeoutError past ``deadline``, EngineUnavailable, ShuttingDown)."""
+        jobs: list[SubmittedJob] = []
+        try:
+            groups: dict[str, tuple[Batcher, list[Sentence]]] = {}
+            for sentence in sentences:
+                # a failed key answers 503 at once
+                self.registry.check(sentence.served, sentence.route)
+                batcher = self.batcher(sentence.served, sentence.route)
+                groups.setdefault(batcher.key, (batcher, []))[1].append(sentence)
+            for batcher, members in groups.values():
+                job = batcher.submit([m.pieces for m in members], decode)
+                jobs.append(SubmittedJob(job, [m.index for m in members]))
+            if jobs:
+                await self._wait(jobs, deadline)
         except BaseException:
             self._cancel(jobs)
             raise
-        return jobs
+        hypotheses: SentenceHypotheses = {}
+        for submitted in jobs:
+            results = submitted.job.future.result()
+            hypotheses.update(zip(submitted.sentences, results, strict=True))
+        return hypotheses
 
     @staticmethod
     async def _wait(jobs: list[SubmittedJob], deadline: float) -> None:
         """Until every job is done; a job's failure is raised, and TimeoutError past
         ``deadline``."""
         done, pending = await asyncio.wait(
-            [job.future for job, _, _ in jobs],
+            [submitted.job.future for submitted in jobs],
             timeout=max(deadline - time.monotonic(), 0.001),
             return_when=asyncio.FIRST_EXCEPTION,
         )
@@ -357,35 +435,89 @@ class TranslationService:
         if pending:
             raise TimeoutError
 
+    # Output checks ---------------------------------------------------------------------------
+
+    def _flags(self, sentence: Sentence, best: Hypothesis, target: str) -> set[Flag]:
+        served = sentence.served
+        return sentence_flags(
+            served.untagged(sentence.pieces),
+            served.untagged(best.pieces),
+            served.decode(best.pieces),
+            target,
+            self.detector,
+        )
+
+    async def _check_outputs(
+        self,
+        sentences: list[Sentence],
+        hypotheses: SentenceHypotheses,
+        target: str,
+        decode: DecodeOptions,
+        deadline: float,
+    ) -> dict[tuple[int, int], set[Flag]]:
+        """The flags of every sentence's best hypothesis (``server.output_checks``). Flagged
+        sentences are decoded once more with the retry settings; the retry's hypotheses
+        replace the first ones when they carry fewer flags. A retry that cannot run (queue
+        full, deadline, engine) leaves the first ones: the request still gets its answer."""
+        flags = {s.index: self._flags(s, hypotheses[s.index][0], target) for s in sentences}
+        flagged = [s for s in sentences if flags[s.index]]
+        for s in flagged:
+            for flag in flags[s.index]:
+                self.metrics.output_flags.labels(flag).inc()
+        if not flagged:
+            return flags
+        retry = replace(
+            decode,
+            beam_size=max(decode.beam_size, RETRY.min_beam_size),
+            repetition_penalty=RETRY.repetition_penalty,
+            no_repeat_ngram_size=RETRY.no_repeat_ngram_size,
+        )
+        try:
+            again = await self._run(flagged, retry, deadline)
+        except (QueueFull, TimeoutError, EngineUnavailable, ShuttingDown):
+            self.metrics.output_retries.labels("not_run").inc(len(flagged))
+            return flags
+        for s in flagged:
+            after = self._flags(s, again[s.index][0], target)
+            better = len(after) < len(flags[s.index])
+            if better:
+                hypotheses[s.index], flags[s.index] = again[s.index], after
+            self.metrics.output_retries.labels("improved" if better else "kept").inc()
+        return flags
+
+    # Rejoining -------------------------------------------------------------------------------
+
     def _join(
         self,
         texts: list[str],
         plans: list[TextPlan],
-        jobs: list[SubmittedJob],
+        hypotheses: SentenceHypotheses,
+        flags: dict[tuple[int, int], set[Flag]],
         target: str,
         num_alternatives: int,
     ) -> list[TextResult]:
         """Detokenize every sentence's hypotheses and rejoin them into texts: the best one,
-        then each alternative (a sentence with fewer hypotheses repeats its best)."""
+        then each alternative (a sentence with fewer hypotheses repeats its best). A text's
+        warnings are its sentences' flags and ``uncertain_language`` from detection."""
         t1 = time.perf_counter()
-        sent_hyps: dict[tuple[int, int], list[Hypothesis]] = {}
-        engine_of: dict[int, str] = {}
-        for job, index, key in jobs:
-            results = job.future.result()
-            for (i, j), hyps in zip(index, results, strict=True):
-                sent_hyps[(i, j)] = hyps
-                engine_of[i] = key
         out: list[TextResult] = []
         for i, plan in enumerate(plans):
+            text_flags: set[Flag] = {"uncertain_language"} if plan.uncertain else set()
+            if plan.uncertain:
+                self.metrics.output_flags.labels("uncertain_language").inc()
             served, lines = plan.served, plan.lines
             if served is None or lines is None or plan.pieces is None:
-                out.append(TextResult(texts[i], plan.source, plan.confidence, None, [], None))
+                out.append(
+                    TextResult(texts[i], plan.source, plan.confidence, warnings=ordered(text_flags))
+                )
                 continue
-            per_sent = [sent_hyps[(i, j)] for j in range(len(plan.pieces))]
+            per_sentence = [hypotheses[(i, j)] for j in range(len(plan.pieces))]
+            for j in range(len(plan.pieces)):
+                text_flags |= flags.get((i, j), set())
             variants = []
             for k in range(num_alternatives + 1):
                 sents, scores = [], []
-                for hyps in per_sent:
+                for hyps in per_sentence:
                     h = hyps[k] if k < len(hyps) else hyps[0]
                     sents.append(served.decode(h.pieces))
                     scores.append(h.score)
@@ -393,9 +525,16 @@ class TranslationService:
                     (join_text(lines, sents, target), sum(scores) / max(len(scores), 1))
                 )
             best, score = variants[0]
-            alts = [Alternative(t, s) for t, s in variants[1:]]
             out.append(
-                TextResult(best, plan.source, plan.confidence, score, alts, engine_of.get(i))
+                TextResult(
+                    best,
+                    plan.source,
+                    plan.confidence,
+                    score,
+                    [Alternative(t, s) for t, s in variants[1:]],
+                    served.engine_key(plan.source, target),
+                    ordered(text_flags),
+                )
             )
         self.metrics.stage_latency.labels("detokenize").observe(time.perf_counter() - t1)
         return out
@@ -418,10 +557,11 @@ class TranslationService:
         )
 
     @staticmethod
-    def _cancel(jobs) -> None:
+    def _cancel(jobs: list[SubmittedJob]) -> None:
         """Drop the jobs' queued sentences; an exception a job already has is taken here, so
         none is logged as "never retrieved"."""
-        for job, _, _ in jobs:
+        for submitted in jobs:
+            job = submitted.job
             job.cancelled = True
             if not job.future.done():
                 job.future.cancel()

@@ -107,6 +107,19 @@ class Settings(BaseSettings):
     default_max_length: int = Field(256, ge=1)
     max_length_limit: int = Field(512, ge=1, description="Upper bound of max_length.")
 
+    # Output quality (docs/server.md: the measurements behind the defaults).
+    repetition_penalty: float = Field(
+        1.0, ge=1.0, description="CTranslate2 repetition_penalty of every decoding; 1: off."
+    )
+    no_repeat_ngram_size: int = Field(
+        0, ge=0, description="CTranslate2 no_repeat_ngram_size of every decoding; 0: off."
+    )
+    output_checks: bool = Field(
+        True,
+        description="Check every translated sentence (repetition, length ratio, off target), "
+        "decode a flagged one once more, report what remains in warnings.",
+    )
+
     # Readiness.
     warmup_routes: Annotated[list[str] | None, NoDecode] = Field(
         None,

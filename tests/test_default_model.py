@@ -132,6 +132,44 @@ def test_every_offered_route_translates_well_above_copy(server_url, heldout):
             assert model >= copy + MIN_GAIN, f"{src}-{tgt}: chrF {model:.1f} vs copy {copy:.1f}"
 
 
+# The first tries and their kind: texts in languages the default model does not serve.
+NOT_SERVED = [
+    ("Wo ist der Bahnhof? Ich möchte einen Kaffee trinken.", "de"),
+    ("駅はどこですか", "ja"),
+    ("기차역이 어디에 있습니까?", "ko"),
+    ("火车站在哪里？我想喝杯咖啡。", "zh"),
+    ("Ich liebe 東京 und München sehr", "de"),  # mixed scripts
+]
+
+
+@pytest.mark.parametrize("text, language", NOT_SERVED)
+def test_auto_answers_plainly_that_the_language_is_not_served(server_url, text, language):
+    served = load_bundle(DEFAULT).manifest.languages
+    for path, body in (
+        ("/v1/translate", {"text": text, "source": "auto", "target": "fr"}),
+        ("/translate", {"q": text, "source": "auto", "target": "fr"}),
+    ):
+        r = httpx.post(f"{server_url}{path}", json=body, timeout=30)
+        assert r.status_code == 400, r.text
+        error = r.json()["error"] if path == "/v1/translate" else r.json()["details"]
+        assert error["code"] == "unsupported_language"
+        assert error["detected"]["language"] == language
+        assert error["allowed"] == sorted(served)
+    detected = httpx.post(f"{server_url}/detect", json={"q": text}, timeout=30).json()
+    assert detected[0]["language"] == language
+
+
+def test_a_served_language_with_auto_still_translates(server_url):
+    r = httpx.post(
+        f"{server_url}/v1/translate",
+        json={"text": "Good morning, how are you today?", "source": "auto", "target": "es"},
+        timeout=60,
+    )
+    assert r.status_code == 200, r.text
+    t = r.json()["translations"][0]
+    assert t["source"] == "en" and t["detected"]["confidence"] > 0.9 and t["text"].strip()
+
+
 def test_the_model_card_lists_the_routes_served(server_url):
     pairs = set(httpx.get(f"{server_url}/v1/languages", timeout=10).json()["routes"])
     assert pairs == {f"{s}-{t}" for s, t in load_bundle(DEFAULT).routes}

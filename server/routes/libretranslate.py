@@ -212,8 +212,9 @@ async def _translate_html(svc, doc: str, source, target, opts, deadline) -> dict
         return {"translatedText": doc}
     plain = [html.unescape(parts[i]).strip() for i in idx]
     if source == "auto":  # detect on the whole document's text, not per fragment
-        source, conf = svc.detect(" ".join(plain), target, None)
-        detected = {"confidence": round(100 * conf, 2), "language": source}
+        guess = svc.detect(" ".join(plain), target, None)
+        source = guess.language
+        detected = {"confidence": round(100 * guess.confidence, 2), "language": source}
     else:
         detected = None
     if source == target:

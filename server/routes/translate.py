@@ -50,4 +50,5 @@ def _translation(r: TextResult) -> Translation:
         score=r.score,
         alternatives=[Alternative(text=a.text, score=a.score) for a in r.alternatives],
         engine=r.engine,
+        warnings=r.warnings,
     )

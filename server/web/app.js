@@ -16,6 +16,7 @@
     output: $("output"),
     copy: $("copy"),
     detected: $("detected"),
+    warnings: $("warnings"),
     alternatives: $("alternatives"),
     alternativesList: $("alternatives-list"),
     numAlternatives: $("num-alternatives"),
@@ -27,6 +28,14 @@
   const AUTO = "auto";
   const KEY_STORE = "lsmt.apiKey";
   const POLL_MS = 700;
+  // Translation.warnings of the API, in words (docs/server.md).
+  const WARNINGS = {
+    repetition: "it repeats itself",
+    length_ratio: "it is much longer or shorter than the text",
+    off_target: "it does not look like the target language",
+    uncertain_language:
+      "the source language was not identified with confidence (choose it if the guess is wrong)",
+  };
 
   let targetsBy = new Map(); // source code -> Set of target codes (the server's routes)
   let names = {}; // code -> language name
@@ -145,6 +154,8 @@
     el.copy.disabled = true;
     el.detected.hidden = true;
     el.detected.textContent = "";
+    el.warnings.hidden = true;
+    el.warnings.textContent = "";
     el.alternatives.hidden = true;
     el.alternativesList.replaceChildren();
   }
@@ -256,6 +267,11 @@
       el.detected.textContent = line + ".";
       el.detected.hidden = false;
     }
+    const warnings = (t.warnings || []).map((w) => WARNINGS[w] || w);
+    el.warnings.textContent = warnings.length
+      ? `This translation may be wrong: ${warnings.join("; ")}.`
+      : "";
+    el.warnings.hidden = warnings.length === 0;
     const alts = t.alternatives || [];
     el.alternativesList.replaceChildren(
       ...alts.map((a) => {

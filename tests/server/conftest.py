@@ -130,6 +130,10 @@ def _factory(tiny_bundle):
 
     def make(bundle_dirs=None, loader=None, **overrides) -> LiveServer:
         overrides.setdefault("warmup_routes", [])
+        # The tiny model is degenerate by design (300 steps): output checks would decode
+        # nearly every sentence twice and change what the other tests count and time.
+        # test_server_output_checks turns them on.
+        overrides.setdefault("output_checks", False)
         settings = Settings(bundles=bundle_dirs or [tiny_bundle], device="cpu", **overrides)
         srv = LiveServer(create_app(settings, loader=loader)).start()
         servers.append(srv)
@@ -141,7 +145,7 @@ def _factory(tiny_bundle):
 @pytest.fixture
 def make_server(tiny_bundle) -> Iterator[Callable[..., LiveServer]]:
     """make_server(bundle_dirs=None, loader=None, **settings) -> started LiveServer, stopped
-    at the end of the test. Warm-up is off unless ``warmup_routes`` is given."""
+    at the end of the test. Warm-up and output checks are off unless named."""
     make, servers = _factory(tiny_bundle)
     yield make
     for s in servers:

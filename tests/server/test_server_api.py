@@ -221,6 +221,39 @@ def test_unknown_source_language(client):
     assert "klingon" in e["message"] and e["allowed"] == ["auto", "de", "en", "fr"]
 
 
+# Texts in languages the tiny bundle (de, en, fr) does not serve, with what the identifier
+# finds in them.
+UNSERVED = [
+    ("¿Dónde está la estación de tren? Quiero tomar un café con leche.", "es"),
+    ("駅はどこですか。コーヒーを飲みたいです。", "ja"),
+    ("기차역이 어디에 있습니까? 커피를 마시고 싶어요.", "ko"),
+    ("火车站在哪里？我想喝杯咖啡。", "zh"),
+    ("Москва 莫斯科 是俄罗斯的首都", "wuu"),  # mixed scripts: the identifier says Wu Chinese
+]
+
+
+@pytest.mark.parametrize("text, language", UNSERVED)
+def test_auto_refuses_a_language_nobody_serves_and_names_it(client, text, language):
+    e = err(tr(client, text=text, source="auto", target="en"), 400, "unsupported_language")
+    assert e["detected"]["language"] == language and e["detected"]["confidence"] >= 0.5
+    assert e["allowed"] == ["de", "en", "fr"] and e["parameter"] == "source"
+    assert f"({language}, confidence" in e["message"] and "de, en, fr" in e["message"]
+
+
+def test_auto_names_the_text_that_is_refused(client):
+    e = err(tr(client, text=[DE, UNSERVED[1][0]], source="auto", target="en"), 400,
+            "unsupported_language")  # fmt: skip
+    assert e["index"] == 1 and "text 1 looks like" in e["message"]
+
+
+def test_auto_with_a_short_unclear_text_translates_and_says_it_was_unsure(client):
+    r = tr(client, text="Hello", source="auto", target="de")
+    assert r.status_code == 200, r.text
+    t = r.json()["translations"][0]
+    assert t["warnings"] == ["uncertain_language"] and t["source"] in ("de", "en", "fr")
+    assert t["detected"]["confidence"] < 0.5
+
+
 def test_same_source_and_target(client):
     e = err(tr(client, text=EN, source="de", target="de"), 400, "unsupported_route")
     assert "de-en" in e["allowed"] and "both 'de'" in e["message"]

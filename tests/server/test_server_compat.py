@@ -73,6 +73,26 @@ def test_lt_single_auto_has_detected_language(srv):
     assert isinstance(body["translatedText"], str)
 
 
+def test_lt_auto_refuses_a_language_nobody_serves(srv):
+    r = httpx.post(
+        f"{srv.url}/translate", json={"q": "駅はどこですか。コーヒーを飲みたいです。",
+                                      "source": "auto", "target": "en"}
+    )  # fmt: skip
+    assert r.status_code == 400
+    body = r.json()
+    assert "Japanese" in body["error"] or "(ja," in body["error"]
+    assert body["details"]["code"] == "unsupported_language"
+    assert body["details"]["detected"]["language"] == "ja"
+
+
+def test_lt_detect_reports_the_true_language_even_when_not_served(srv):
+    r = httpx.post(f"{srv.url}/detect", json={"q": "駅はどこですか。コーヒーを飲みたいです。"})
+    assert r.status_code == 200, r.text
+    found = r.json()
+    assert found[0]["language"] == "ja" and found[0]["confidence"] > 90
+    assert len(found) == 3 and found[0]["confidence"] >= found[1]["confidence"]
+
+
 def test_lt_html_keeps_markup(srv):
     html = (
         '<p class="x">And Jesus said unto them, Follow me.</p>\n<b>Amen.</b><br/>'

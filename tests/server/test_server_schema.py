@@ -101,6 +101,16 @@ def test_document_states_configured_ranges(srv):
     assert "post" in doc["paths"]["/languages"]
 
 
+def test_document_lists_the_warnings_a_translation_may_carry(srv):
+    """The fuzzing above checks every answer against these schemas, warnings included."""
+    from server.output_checks import FLAGS
+
+    doc = httpx.get(f"{srv.url}/openapi.json").json()
+    warnings = doc["components"]["schemas"]["Translation"]["properties"]["warnings"]
+    assert warnings["items"]["enum"] == list(FLAGS)
+    assert "uncertain_language" in warnings["description"]
+
+
 @pytest.mark.parametrize(
     ("path", "body"),
     [

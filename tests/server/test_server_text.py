@@ -58,3 +58,42 @@ def test_detector_restricted_to_candidates():
     assert d.detect("anything", {"fr"}) == ("fr", 1.0)
     with pytest.raises(ValueError):
         d.detect("x", {"not-a-language"})
+
+
+SERVED = ("ar", "en", "es", "fr", "it", "ru")  # the default model's languages
+
+
+@pytest.mark.parametrize(
+    "text, language",
+    [
+        ("Wo ist der Bahnhof? Ich möchte einen Kaffee trinken.", "de"),
+        ("駅はどこですか。コーヒーを飲みたいです。", "ja"),
+        ("기차역이 어디에 있습니까? 커피를 마시고 싶어요.", "ko"),
+        ("火车站在哪里？我想喝杯咖啡。", "zh"),
+        ("Onde fica a estação de comboios? Quero beber um café.", "pt"),
+    ],
+)
+def test_a_language_nobody_serves_is_named_not_forced_onto_a_served_one(text, language):
+    d = LanguageDetector()
+    guess = d.guess_source(text, SERVED)
+    assert guess.status == "unsupported" and guess.language == language
+    # The identifier's own probability, not renormalised over the served languages.
+    assert guess.confidence == pytest.approx(dict(d.rank(text))[language])
+    assert guess.confidence >= 0.5
+
+
+def test_a_served_language_is_detected_with_the_identifiers_confidence():
+    d = LanguageDetector()
+    text = "¿Dónde está la estación de tren? Quiero tomar un café con leche."
+    guess = d.guess_source(text, SERVED)
+    assert (guess.language, guess.status) == ("es", "served")
+    assert guess.confidence == pytest.approx(d.rank(text)[0][1])
+
+
+def test_a_short_unclear_text_gets_the_best_served_guess_flagged_uncertain():
+    d = LanguageDetector()
+    top, p = d.rank("Hello")[0]
+    assert top not in SERVED and p < 0.5  # the identifier itself is unsure here
+    guess = d.guess_source("Hello", SERVED)
+    assert guess.status == "uncertain" and guess.language in SERVED
+    assert guess.confidence == pytest.approx(dict(d.rank("Hello"))[guess.language])

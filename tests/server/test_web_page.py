@@ -260,6 +260,37 @@ def test_over_long_text_shows_the_apis_message(page, srv, api):
     expect(page.locator("#translate")).to_be_enabled()
 
 
+def test_a_language_not_served_shows_the_apis_message(page, srv, api):
+    text = "駅はどこですか。コーヒーを飲みたいです。"
+    r = api.post("/v1/translate", json={"text": text, "source": "auto", "target": "de"})
+    assert r.status_code == 400 and r.json()["error"]["code"] == "unsupported_language"
+    open_page(page, srv)
+    pick(page, "auto", "de")
+    page.fill("#text", text)
+    page.click("#translate")
+    expect(page.locator("#error")).to_be_visible()
+    expect(page.locator("#error")).to_have_text(r.json()["error"]["message"])
+    assert page.locator("#output").text_content() == ""
+
+
+def test_an_uncertain_source_is_shown_as_a_warning(page, srv, api):
+    assert api_translate(api, text="Hello", source="auto", target="de")["warnings"] == [
+        "uncertain_language"
+    ]
+    open_page(page, srv)
+    pick(page, "auto", "de")
+    page.fill("#text", "Hello")
+    page.click("#translate")
+    assert output_of(page)
+    expect(page.locator("#warnings")).to_be_visible()
+    expect(page.locator("#warnings")).to_contain_text("not identified with confidence")
+    # A translation without warnings hides the note again.
+    page.fill("#text", EN)
+    page.click("#translate")
+    assert output_of(page)
+    expect(page.locator("#warnings")).to_be_hidden()
+
+
 def test_alternatives_when_asked(page, srv, api):
     open_page(page, srv)
     pick(page, "en", "de")

@@ -1,0 +1,188 @@
+"""Output checks: the rules of ``server.output_checks`` on real text, and the server's flag,
+retry and ``warnings`` path end to end on the real tiny bundle. Degenerate output is crafted by
+rewriting the real engine's hypotheses (the real model does not fail on demand)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from lsmt_core.langid import LanguageDetector
+from server.output_checks import (
+    is_length_off,
+    is_off_target,
+    is_repetition,
+    sentence_flags,
+    strongest_repeat,
+)
+
+EN = "And Jesus said unto them, Follow me, and I will make you fishers of men."
+
+
+def words(text: str) -> list[str]:
+    """Pieces as SentencePiece cuts simple text: a word, its trailing punctuation apart."""
+    out = []
+    for w in text.split():
+        core = w.rstrip(".,:;!?")
+        out += ["▁" + core] if core else []
+        out += list(w[len(core) :])
+    return out
+
+
+# The rules --------------------------------------------------------------------------------
+
+
+def test_strongest_repeat_counts_consecutive_copies():
+    assert strongest_repeat(words("a b c d")) == (1, 0)
+    assert strongest_repeat(words("x a b a b a b y")) == (3, 6)
+    assert strongest_repeat(words("Человек. Человек.")) == (2, 4)
+    # Only n-grams with a letter: digit groups and ellipses repeat legitimately.
+    assert strongest_repeat(["▁300", ",", "000", "000", "000"]) == (1, 0)
+    assert strongest_repeat([".", ".", "."]) == (1, 0)
+
+
+@pytest.mark.parametrize(
+    "source, output, flagged",
+    [
+        # The issue's examples: a sentence said twice, a word said twice.
+        ("Truth is praised", "Truth is blasphemed. Truth is blasphemed.", True),
+        ("Man.", "Человек. Человек.", True),
+        ("the the the the end", "le le le le fin", False),  # the source repeats as much
+        ("go on", "weiter weiter weiter gehen", True),  # three copies of one word
+        (EN, "Et Jésus leur dit: Suivez-moi, et je vous ferai pêcheurs d'hommes.", False),
+        ("a b c d e f", "a b a b c d e f g h", False),  # two short copies in a long sentence
+    ],
+)  # fmt: skip
+def test_repetition_is_judged_against_the_source(source, output, flagged):
+    assert is_repetition(words(source), words(output)) is flagged
+
+
+def test_length_ratio_bounds_apply_from_six_source_pieces():
+    six = words("one two three four five six")
+    assert not is_length_off(six, six)
+    assert is_length_off(six, ["x"])  # 1/6 < 0.3
+    assert is_length_off(six, ["x"] * 19)  # 19/6 > 3
+    assert not is_length_off(six[:5], ["x"] * 40)  # too short a source to judge
+
+
+def test_off_target_needs_a_long_sentence_in_another_language():
+    d = LanguageDetector()
+    german = "Und Jesus sprach zu ihnen: Folgt mir nach, ich will euch zu Menschenfischern machen."
+    assert is_off_target(german, "fr", d)
+    assert not is_off_target(german, "de", d)
+    assert not is_off_target("Folgt mir nach.", "fr", d)  # too short to judge
+    assert not is_off_target(german, "xx", d)  # a target the identifier does not know
+    flags = sentence_flags(words(EN), words(german + " " + german), german, "fr", d)
+    assert flags == {"off_target", "repetition"}
+
+
+# The server -------------------------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    hypotheses: list[list[str]]
+    scores: list[float]
+
+
+class CraftedOutput:
+    """The real translator; the first decoding's hypotheses are rewritten by ``craft``
+    (pieces -> pieces). The retry (repetition_penalty > 1) gets the real output, unless
+    ``always``."""
+
+    def __init__(self, inner, craft, always: bool) -> None:
+        self.inner, self.craft, self.always = inner, craft, always
+        self.calls: list[dict] = []
+
+    def translate_batch(self, sources, **kwargs):
+        self.calls.append(kwargs)
+        results = self.inner.translate_batch(sources, **kwargs)
+        if kwargs.get("repetition_penalty", 1.0) > 1.0 and not self.always:
+            return results
+        return [Result([self.craft(h) for h in r.hypotheses], list(r.scores)) for r in results]
+
+
+def crafted_loader(craft, always: bool = False, engines: list | None = None):
+    from server.engines import default_loader
+
+    def load(bundle, src, tgt, settings):
+        translator, nbytes = default_loader(bundle, src, tgt, settings)
+        wrapped = CraftedOutput(translator, craft, always)
+        if engines is not None:
+            engines.append(wrapped)
+        return wrapped, nbytes
+
+    return load
+
+
+def said_three_times(pieces: list[str]) -> list[str]:
+    return pieces * 3
+
+
+def opening_three_times(pieces: list[str]) -> list[str]:
+    """Repetition alone: about as long as the source, so no length flag."""
+    return pieces[:5] * 3
+
+
+def metric(client, name: str, label: str) -> float:
+    for line in client.get("/metrics").text.splitlines():
+        if line.startswith(f"{name}{{") and f'"{label}"' in line:
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"{name}{{{label}}} not exported")
+
+
+def test_a_repeating_output_is_decoded_again_and_the_retry_kept(make_server):
+    engines: list[CraftedOutput] = []
+    srv = make_server(loader=crafted_loader(said_three_times, engines=engines), output_checks=True)
+    with srv.client() as c:
+        r = c.post("/v1/translate", json={"text": EN, "source": "en", "target": "fr"})
+        assert r.status_code == 200, r.text
+        t = r.json()["translations"][0]
+        assert t["warnings"] == []  # the retry fixed it
+        retry = engines[0].calls[-1]
+        assert retry["repetition_penalty"] > 1 and retry["no_repeat_ngram_size"] > 0
+        # The retry's output is the real engine's: the text no longer repeats itself.
+        assert strongest_repeat(words(t["text"]))[0] < 3
+        assert metric(c, "lsmt_output_flags_total", "repetition") == 1
+        assert metric(c, "lsmt_output_retries_total", "improved") == 1
+
+
+def test_a_repetition_the_retry_cannot_fix_is_reported(make_server):
+    srv = make_server(loader=crafted_loader(opening_three_times, always=True), output_checks=True)
+    with srv.client() as c:
+        r = c.post(
+            "/v1/translate",
+            json={"text": [EN, EN], "source": "en", "target": "fr", "num_alternatives": 1},
+        )
+        assert r.status_code == 200, r.text
+        for t in r.json()["translations"]:
+            assert t["warnings"] == ["repetition"]
+            assert strongest_repeat(words(t["text"]))[0] >= 3
+        assert metric(c, "lsmt_output_flags_total", "repetition") == 2
+        assert metric(c, "lsmt_output_retries_total", "kept") == 2
+
+
+def test_a_copied_source_is_flagged_off_target(make_server):
+    """The first decoding answers with the source itself (the classic off-target failure)."""
+    src_pieces: dict[str, list[str]] = {}
+
+    def copy_source(pieces: list[str]) -> list[str]:
+        return src_pieces["en"]
+
+    srv = make_server(loader=crafted_loader(copy_source, always=True), output_checks=True)
+    served = srv.state.service.bundles[0]
+    src_pieces["en"] = served.pieces(EN, "en")
+    with srv.client() as c:
+        t = c.post("/v1/translate", json={"text": EN, "source": "en", "target": "de"}).json()
+        assert t["translations"][0]["text"] == EN
+        assert t["translations"][0]["warnings"] == ["off_target"]
+
+
+def test_output_checks_can_be_turned_off(make_server):
+    srv = make_server(loader=crafted_loader(said_three_times), output_checks=False)
+    with srv.client() as c:
+        t = c.post("/v1/translate", json={"text": EN, "source": "en", "target": "fr"}).json()
+        assert t["translations"][0]["warnings"] == []
+        assert strongest_repeat(words(t["translations"][0]["text"]))[0] >= 3
+        assert metric(c, "lsmt_output_retries_total", "improved") == 0
