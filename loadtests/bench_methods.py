@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> dict:
         this_round = {}
         for name, tr in trainers.items():
             t = tr.recipe.training
-            batches = [tr.sampler.next_batch() for _ in range(t.accumulation)]
+            batches = [tr.data.sampler.next_batch() for _ in range(t.accumulation)]
             t0 = time.perf_counter()
             stats = tr.update(batches)
             seconds = time.perf_counter() - t0

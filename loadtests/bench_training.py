@@ -71,7 +71,7 @@ def measure(recipe_name: str, cfg: dict, args: argparse.Namespace, out: Path) ->
     )
     tokens, seconds, losses = 0, 0.0, []
     for i in range(args.warmup + args.steps):
-        batches = [trainer.sampler.next_batch() for _ in range(t.accumulation)]
+        batches = [trainer.data.sampler.next_batch() for _ in range(t.accumulation)]
         t0 = time.perf_counter()
         stats = trainer.update(batches)
         if i >= args.warmup:

@@ -17,6 +17,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from .auth import require_api_key
 from .engines import EngineRegistry, Loader
 from .errors import install_error_handlers
 from .metrics import Metrics
@@ -90,7 +91,7 @@ def create_app(
         lifespan=_lifespan(st, bundles, loader),
     )
     app.state.lsmt = st
-    install_error_handlers(app)
+    install_error_handlers(app, authenticate=require_api_key)
     app.add_middleware(RequestContextMiddleware, state=st)
     for module in (translate, catalogue, operations, libretranslate):
         app.include_router(module.router)

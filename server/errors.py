@@ -16,6 +16,7 @@ FastAPI's own errors and unexpected exceptions with the body above.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -198,7 +199,10 @@ async def unreadable_body(request: Request) -> ApiError:
     )
 
 
-def install_error_handlers(app: FastAPI) -> None:
+def install_error_handlers(app: FastAPI, authenticate: Callable[[Request], None]) -> None:
+    """Answer every failure with the JSON bodies above. ``authenticate`` is the API key check
+    (``server.auth.require_api_key``), made before a body's validation errors are told."""
+
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, exc: ApiError):
         return error_response(request, exc)
@@ -212,10 +216,8 @@ def install_error_handlers(app: FastAPI) -> None:
         # FastAPI parses the JSON body before it runs the endpoint's dependencies (the key
         # check among them): check the key here first, so an unauthenticated client learns
         # nothing about how its body was parsed.
-        from .auth import require_api_key
-
         try:
-            require_api_key(request)
+            authenticate(request)
         except ApiError as auth_error:
             return error_response(request, auth_error)
         return error_response(request, validation_to_api_error(exc, request))

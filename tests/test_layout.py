@@ -123,3 +123,88 @@ def test_bundle_evaluation_imports_without_torch():
         "print('ok')\n",
     )
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+
+
+# Import circles ------------------------------------------------------------------------------
+
+
+def _module_imports(root: Path, packages: tuple[str, ...]) -> dict[str, set[str]]:
+    """Module -> the repository modules it imports (function-local and TYPE_CHECKING imports
+    included: a circle hidden in a function is still a circle)."""
+    files = {}
+    for package in packages:
+        for path in (root / package).rglob("*.py"):
+            parts = path.relative_to(root).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            files[name] = path
+    imports: dict[str, set[str]] = {}
+    for name, path in files.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    base = ".".join(up + ([node.module] if node.module else []))
+                targets = [f"{base}.{alias.name}" for alias in node.names]
+            else:
+                continue
+            for target in targets:
+                while target and target not in files:  # a name inside a module: the module
+                    target = target.rpartition(".")[0]
+                if target and target != name:
+                    found.add(target)
+        imports[name] = found
+    return imports
+
+
+def _circles(imports: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(imports.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                circles.append(sorted(group))
+
+    for v in sorted(imports):
+        if v not in index:
+            visit(v)
+    return circles
+
+
+CODE_PACKAGES = ("lsmt_core", "lsmt_bundle", "training", "model_export", "server", "loadtests")
+
+
+def test_no_module_imports_itself_through_others():
+    assert _circles(_module_imports(ROOT, CODE_PACKAGES)) == []
+
+
+def test_an_import_circle_is_found(tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from .b import x\n")
+    (pkg / "b.py").write_text("def f():\n    from pkg import a\n")
+    (pkg / "c.py").write_text("import pkg.a\n")
+    assert _circles(_module_imports(tmp_path, ("pkg",))) == [["pkg.a", "pkg.b"]]

@@ -282,8 +282,8 @@ def test_search_run_select_writes_a_loadable_recipe(search_run, tmp_path):
     )
     summary = trainer.run()
     dense_cfg = recipe.model.model_copy(update={"language_specific": LanguageSpecificConfig()})
-    dense = build_model(dense_cfg, trainer.model.vocab_size, trainer.languages)
-    assert summary["parameters_per_route"] == dense.route_parameter_count(trainer.routes[0])
+    dense = build_model(dense_cfg, trainer.model.vocab_size, trainer.data.languages)
+    assert summary["parameters_per_route"] == dense.route_parameter_count(trainer.data.routes[0])
     # a search model is not exportable (mixing is not a dense model)
     from model_export.__main__ import main as export_main
 
@@ -313,17 +313,17 @@ def test_dense_initialisation_copies_weights_exactly(name, lsl_corpus, lsl_token
             copies += 1
         assert torch.equal(value, dense[dense_key]), key
     assert copies > 0
-    n_langs = len(trainer.languages)
+    n_langs = len(trainer.data.languages)
     ls = init.model.language_specific
     per_layer = sum(1 for k in dense if k.startswith("encoder.layers.0."))
     assert copies == n_langs * per_layer * (len(ls.encoder_src) + len(ls.encoder_tgt))
     # every route computes what the dense model computes
-    dense_net = build_model(dense_model, trainer.model.vocab_size, trainer.languages)
+    dense_net = build_model(dense_model, trainer.model.vocab_size, trainer.data.languages)
     dense_net.load_state_dict(dense)
     trainer.model.eval()
     dense_net.eval()
     b = batch(Route("de", "en"), vocab=trainer.model.vocab_size)
-    for route in trainer.routes:
+    for route in trainer.data.routes:
         torch.testing.assert_close(
             trainer.model(b.src, b.tgt_in, route), dense_net(b.src, b.tgt_in, route)
         )

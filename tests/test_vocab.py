@@ -149,8 +149,8 @@ def test_trainer_filters_targets_saves_vocab_and_export_uses_it(
     )
     assert (recipe.data.target_vocab.min_count, recipe.data.target_vocab.max_size) == (2, 60)
     trainer = Trainer(recipe, tmp_path / "run", progress=False)
-    vocab = trainer.target_vocab
-    for key, data in trainer.datasets.items():
+    vocab = trainer.data.target_vocab
+    for key, data in trainer.data.datasets.items():
         assert set(data.tgt.tolist()) <= set(vocab.ids[data.route.tgt]), key
     trainer.run()
     ckpt = load_checkpoint(tmp_path / "run", "last")
@@ -212,7 +212,7 @@ def test_restricted_softmax_equals_full_softmax_masked_to_the_vocabulary(
     target language's vocabulary masked out: the fast path changes no training maths."""
     trainer = _restricted_trainer(lsl_corpus, lsl_tokenizer, tmp_path)
     model, vocab = trainer.model.eval(), trainer.output_vocab
-    batch = trainer.sampler.next_batch()
+    batch = trainer.data.sampler.next_batch()
     keep = batch.gold != PAD_ID
     rows, gold = vocab.restrict(batch.route, batch.gold)
     assert torch.equal(rows[gold[keep]], batch.gold[keep])  # positions map back to the pieces
@@ -249,11 +249,11 @@ def test_restricted_training_runs_and_decodes_inside_the_vocabulary(
     summary = trainer.run()
     assert summary["step"] == 3 and math.isfinite(summary["last_train"]["loss"])
     model = trainer.model.eval()
-    route = trainer.routes[0]
-    data = trainer.datasets[f"{route.src}-{route.tgt}"]
+    route = trainer.data.routes[0]
+    data = trainer.data.datasets[f"{route.src}-{route.tgt}"]
     sources = [data.src[data.src_offsets[i] : data.src_offsets[i + 1]].tolist() for i in range(4)]
-    allowed = set(trainer.target_vocab.ids[route.tgt])
+    allowed = set(trainer.data.target_vocab.ids[route.tgt])
     outputs = translate_ids(
-        model, sources, route, output_ids=trainer.target_vocab.ids[route.tgt], batch_size=4
+        model, sources, route, output_ids=trainer.data.target_vocab.ids[route.tgt], batch_size=4
     )
     assert all(set(ids) <= allowed for ids in outputs)

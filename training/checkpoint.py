@@ -45,7 +45,8 @@ from lsmt_core.tags import TagScheme
 
 from .model import ModelConfig, Seq2SeqTransformer, build_model
 from .model.layers import shared_name
-from .recipe import Recipe, recipe_from_dict, resolve_path
+from .paths import resolve_path
+from .recipe import Recipe, recipe_from_dict
 
 CHECKPOINT_FORMAT = 1
 KIND = "lsmt-checkpoint"

@@ -15,7 +15,8 @@ from lsmt_core.routes import Route, route_key
 
 from .batching import RouteData, RouteSampler, SourceEncoder, encode_corpus
 from .checkpoint import tokenizer_reference
-from .recipe import Recipe, resolve_path
+from .paths import resolve_path
+from .recipe import Recipe
 
 
 def open_tokenizer(path: Path | str):

@@ -36,7 +36,7 @@ from lsmt_core.scoring import averages, bleu_tokenize, format_table, score
 
 from .batching import SourceEncoder, TokenizerLike
 from .model import Seq2SeqTransformer
-from .recipe import resolve_path
+from .paths import resolve_path
 from .search import beam_search, greedy_search, output_mask
 
 # -- decoding ------------------------------------------------------------------------------------

@@ -210,7 +210,7 @@ def recipe_languages(recipe: Recipe) -> list[str]:
         return sorted(recipe.data.languages)
     if recipe.data.routes:
         return sorted({lang for r in recipe.data.routes for lang in r.split("-")})
-    from .recipe import resolve_path
+    from .paths import resolve_path
 
     try:
         from .data.formats import languages as corpus_languages
@@ -224,7 +224,7 @@ def recipe_languages(recipe: Recipe) -> list[str]:
 
 
 def recipe_vocab_size(recipe: Recipe, default: int) -> int:
-    from .recipe import resolve_path
+    from .paths import resolve_path
 
     tok = resolve_path(recipe.data.tokenizer)
     if (tok / "spm.model").is_file() or tok.is_file():

@@ -23,7 +23,6 @@ from lsmt_core.routes import Route, parse_route, route_key
 from .model import ModelConfig
 from .vocab import TargetVocabConfig
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 RECIPES_DIR = Path(__file__).resolve().parent / "recipes"
 
 
@@ -144,17 +143,6 @@ class Recipe(_Strict):
         if not chosen:
             raise RecipeError(f"no corpus direction among languages {sorted(langs or [])}")
         return sorted(chosen, key=route_key)
-
-
-def resolve_path(path: Path | str) -> Path:
-    """Absolute path: as is, else relative to the current directory if it exists there, else
-    relative to the repository root."""
-    p = Path(path).expanduser()
-    if p.is_absolute():
-        return p
-    if p.exists():
-        return p.resolve()
-    return (REPO_ROOT / p).resolve()
 
 
 # -- loading -----------------------------------------------------------------------------------

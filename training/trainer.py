@@ -50,7 +50,8 @@ from .distributed import (
 )
 from .model import build_model
 from .model.sparse import selection_record
-from .recipe import Recipe, resolve_path
+from .paths import resolve_path
+from .recipe import Recipe
 from .run_log import RunLog, TrainWindow
 from .step import OutputVocabulary, StepStats, make_optimizer, train_step
 from .vocab import decoding_vocab
@@ -92,18 +93,12 @@ class Trainer:
             progress=self.run_log.progress,
             log=self.log,
         )
-        d = self.data  # the names the loop, evaluation and tests read
-        self.tok_ref, self.tokenizer, self.encoder = d.tok_ref, d.tokenizer, d.encoder
-        self.routes, self.languages, self.datasets = d.routes, d.languages, d.datasets
-        self.dev_pairs, self.sampler, self.data_stats = d.dev_pairs, d.sampler, d.stats
-        self.curve_pairs = d.curve_pairs
-        self.target_vocab = d.target_vocab
 
         # model (identical initialisation on every rank; DDP also broadcasts rank 0's)
         torch.manual_seed(t.seed)
         random.seed(t.seed)
         self.model: nn.Module = build_model(
-            recipe.model, vocab_size_of(self.tokenizer), self.languages
+            recipe.model, vocab_size_of(self.data.tokenizer), self.data.languages
         )
         self.init_report: dict[str, Any] | None = None
         if recipe.init_from is not None and resume_from is None:
@@ -120,7 +115,7 @@ class Trainer:
         tv = recipe.data.target_vocab
         if tv is not None and tv.restrict_output:
             self.output_vocab = OutputVocabulary(
-                self.target_vocab.ids, vocab_size_of(self.tokenizer), self.dist.device
+                self.data.target_vocab.ids, vocab_size_of(self.data.tokenizer), self.dist.device
             )
         self.optimizer, self.scheduler = make_optimizer(self.model, recipe)
         self.step = 0
@@ -146,7 +141,7 @@ class Trainer:
         self.scheduler.load_state_dict(ckpt["scheduler"])
         if self.scaler is not None and ckpt.get("scaler"):
             self.scaler.load_state_dict(ckpt["scaler"])
-        self.sampler.load_state_dict(ckpt["sampler"])
+        self.data.sampler.load_state_dict(ckpt["sampler"])
         self.step = int(ckpt["step"])
         self.best_chrf = ckpt.get("best_dev_chrf")
         self.seconds_before = float(ckpt.get("train_seconds", 0.0))
@@ -169,7 +164,7 @@ class Trainer:
                 "optimizer": self.optimizer.state_dict(),
                 "scheduler": self.scheduler.state_dict(),
                 "scaler": self.scaler.state_dict() if self.scaler is not None else None,
-                "sampler": self.sampler.state_dict(),
+                "sampler": self.data.sampler.state_dict(),
                 "rng": rng,
                 "world_size": self.dist.world_size,
                 "train_seconds": self.train_seconds(),
@@ -180,15 +175,19 @@ class Trainer:
             model=self.model,
             recipe=self.recipe,
             step=self.step,
-            routes=self.routes,
-            tokenizer=self.tok_ref,
+            routes=self.data.routes,
+            tokenizer=self.data.tok_ref,
             dev_chrf=dev_chrf,
             best_dev_chrf=self.best_chrf,
             training_state=state,
             extra={
-                "data_stats": self.data_stats,
+                "data_stats": self.data.stats,
                 "init": self.init_report,
-                **({"target_vocab": self.target_vocab.to_dict()} if self.target_vocab else {}),
+                **(
+                    {"target_vocab": self.data.target_vocab.to_dict()}
+                    if self.data.target_vocab
+                    else {}
+                ),
                 **(
                     {"sparse": selection_record(unwrap(self.model))}
                     if self.recipe.model.sparse
@@ -211,7 +210,7 @@ class Trainer:
 
     def evaluate(self) -> dict[str, Any] | None:
         """Greedy dev chrF on the fixed dev sample (rank 0); keeps ``best.pt``."""
-        if not self.dev_pairs:
+        if not self.data.dev_pairs:
             return None
         record = None
         if self.dist.is_main:
@@ -220,17 +219,17 @@ class Trainer:
             from .evaluate import evaluate_pairs
 
             if not hasattr(self, "_lid"):
-                self._lid = LanguageIdentifier(self.languages)
+                self._lid = LanguageIdentifier(self.data.languages)
             t0 = time.perf_counter()
             output_vocab = decoding_vocab(
-                self.recipe, self.target_vocab.ids if self.target_vocab else None
+                self.recipe, self.data.target_vocab.ids if self.data.target_vocab else None
             )
 
             def score(pairs):
                 return evaluate_pairs(
                     unwrap(self.model),
-                    self.tokenizer,
-                    self.encoder,
+                    self.data.tokenizer,
+                    self.data.encoder,
                     pairs,
                     beam=1,
                     batch_size=self.recipe.training.eval_batch_size,
@@ -238,10 +237,10 @@ class Trainer:
                     output_vocab=output_vocab,
                 )
 
-            res = score(self.dev_pairs)
+            res = score(self.data.dev_pairs)
             avg = res["averages"]["all"]
             curves = {}
-            for name, pairs in self.curve_pairs.items():
+            for name, pairs in self.data.curve_pairs.items():
                 r = score(pairs)
                 curves[name] = {
                     "chrf": r["averages"]["all"]["chrf"],
@@ -341,14 +340,15 @@ class Trainer:
             from .recipe import dump_recipe
 
             (self.out / "recipe.yaml").write_text(dump_recipe(self.recipe), encoding="utf-8")
-            (self.out / "data_stats.json").write_text(json.dumps(self.data_stats, indent=2) + "\n")
+            (self.out / "data_stats.json").write_text(json.dumps(self.data.stats, indent=2) + "\n")
             self.run_log.truncate_metrics(self.step)
         m = unwrap(self.model)
         n_params = sum(p.numel() for p in m.parameters())
-        per_route = m.route_parameter_count(self.routes[0])
+        per_route = m.route_parameter_count(self.data.routes[0])
+        pairs = sum(len(d) for d in self.data.datasets.values())
         self.log(
             f"model: {n_params / 1e6:.2f}M parameters ({per_route / 1e6:.2f}M per route), "
-            f"{len(self.routes)} routes, {sum(len(d) for d in self.datasets.values())} pairs, "
+            f"{len(self.data.routes)} routes, {pairs} pairs, "
             f"device {self.dist.device}, world {self.dist.world_size}, "
             f"precision {self.autocast_dtype or 'fp32'}"
             + (f", init {self.init_report}" if self.init_report else "")
@@ -367,13 +367,13 @@ class Trainer:
         stopped = False
         try:
             while self.step < t.max_steps:
-                sampler_state = self.sampler.state_dict()
-                batches = [self.sampler.next_batch() for _ in range(t.accumulation)]
+                sampler_state = self.data.sampler.state_dict()
+                batches = [self.data.sampler.next_batch() for _ in range(t.accumulation)]
                 stats = self.update(
                     batches, stop_request=self._stop_requested or self._out_of_time(t_start)
                 )
                 if stats.stop:  # no update made: give the batches back for an exact resume
-                    self.sampler.load_state_dict(sampler_state)
+                    self.data.sampler.load_state_dict(sampler_state)
                     stopped = True
                     break
                 self.step += 1

@@ -371,7 +371,7 @@ def target_texts(data_dir: Path, split: str, languages: Sequence[str] | None) ->
 
 
 def _stats_main(args: argparse.Namespace) -> int:
-    from .recipe import resolve_path
+    from .paths import resolve_path
 
     tok = resolve_path(args.tokenizer)
     texts = target_texts(resolve_path(args.data), args.split, args.languages)

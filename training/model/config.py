@@ -162,5 +162,25 @@ class ModelConfig(BaseModel):
         if self.sparse is not None:
             if self.lms.rank or self.laa.places or self.laa.lee_points:
                 raise ValueError("sparse cannot be combined with lms, laa or lee (not supported)")
-            self.sparse.check_against(self)
+            self._check_sparse_budgets(self.sparse)
         return self
+
+    def _check_sparse_budgets(self, sparse: SparseConfig) -> None:
+        """The sparse budgets within this model's sizes."""
+        limits = [
+            ("heads_kept", sparse.attention, self.heads),
+            ("ffn_blocks_kept", sparse.ffn, sparse.ffn_blocks),
+            ("encoder_layers_kept", sparse.layers, self.encoder_layers),
+            ("decoder_layers_kept", sparse.layers, self.decoder_layers),
+        ]
+        for name, on, total in limits:
+            if on and getattr(sparse, name) > total:
+                raise ValueError(f"sparse: {name} {getattr(sparse, name)} exceeds {total}")
+        if sparse.ffn and self.ffn_dim % sparse.ffn_blocks:
+            raise ValueError(
+                f"sparse: ffn_dim {self.ffn_dim} not divisible by {sparse.ffn_blocks}"
+            )
+        if sparse.layers and not self.pre_norm:
+            raise ValueError("sparse: layer sparsity (eq. 7) skips pre-norm layers; set pre_norm")
+        if self.language_specific.search:
+            raise ValueError("sparse: not combined with the LSL architecture search")

@@ -8,12 +8,7 @@ two-phase schedule of Algorithm 1.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from pydantic import BaseModel, ConfigDict, model_validator
-
-if TYPE_CHECKING:
-    from .config import ModelConfig
 
 
 class SparseConfig(BaseModel):
@@ -78,21 +73,3 @@ class SparseConfig(BaseModel):
         if self.min_temperature <= 0 or self.temperature < self.min_temperature:
             raise ValueError("sparse: need 0 < min_temperature <= temperature")
         return self
-
-    def check_against(self, cfg: ModelConfig) -> None:
-        """Budgets within the model's sizes (called by ModelConfig's validator)."""
-        limits = [
-            ("heads_kept", self.attention, cfg.heads),
-            ("ffn_blocks_kept", self.ffn, self.ffn_blocks),
-            ("encoder_layers_kept", self.layers, cfg.encoder_layers),
-            ("decoder_layers_kept", self.layers, cfg.decoder_layers),
-        ]
-        for name, on, total in limits:
-            if on and getattr(self, name) > total:
-                raise ValueError(f"sparse: {name} {getattr(self, name)} exceeds {total}")
-        if self.ffn and cfg.ffn_dim % self.ffn_blocks:
-            raise ValueError(f"sparse: ffn_dim {cfg.ffn_dim} not divisible by {self.ffn_blocks}")
-        if self.layers and not cfg.pre_norm:
-            raise ValueError("sparse: layer sparsity (eq. 7) skips pre-norm layers; set pre_norm")
-        if cfg.language_specific.search:
-            raise ValueError("sparse: not combined with the LSL architecture search")

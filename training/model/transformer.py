@@ -275,11 +275,3 @@ class Seq2SeqTransformer(nn.Module):
 def _lang_of(param_name: str) -> str | None:
     parts = split_language_specific(param_name)
     return None if parts is None else parts[1]
-
-
-def build_model(cfg: ModelConfig, vocab_size: int, languages: list[str]) -> Seq2SeqTransformer:
-    if cfg.sparse is not None:
-        from .sparse import SparseTransformer  # imports this module
-
-        return SparseTransformer(cfg, vocab_size, languages)
-    return Seq2SeqTransformer(cfg, vocab_size, languages)

@@ -8,7 +8,7 @@ import gettext
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from . import Segment, Segments
+from .base import Segment, Segments
 
 
 def catalog_segments(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from . import Segment, Segments, Source
+from .base import Segment, Segments, Source
 
 LOCALES = {
     "ar": "ar-MA",

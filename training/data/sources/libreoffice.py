@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from . import Segment, Segments, Source
+from .base import Segment, Segments, Source
 from .catalogs import catalog_segments
 
 # our code -> the locale directory / package suffix

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from . import Segments, Source
+from .base import Segments, Source
 from .catalogs import catalog_segments
 
 VERSION = "1.16"

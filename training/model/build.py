@@ -1,0 +1,14 @@
+"""The model a recipe asks for: the dense route-aware Transformer, or its adaptive sparse
+subclass."""
+
+from __future__ import annotations
+
+from .config import ModelConfig
+from .sparse import SparseTransformer
+from .transformer import Seq2SeqTransformer
+
+
+def build_model(cfg: ModelConfig, vocab_size: int, languages: list[str]) -> Seq2SeqTransformer:
+    if cfg.sparse is not None:
+        return SparseTransformer(cfg, vocab_size, languages)
+    return Seq2SeqTransformer(cfg, vocab_size, languages)
