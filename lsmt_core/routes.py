@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 Index = Literal["src", "tgt"]
 
 
-@dataclass(frozen=True)
-class Route:
-    """A translation direction; every training batch is homogeneous in its route."""
+class Route(NamedTuple):
+    """A translation direction; every training batch is homogeneous in its route. A named
+    pair: it equals, hashes and sorts as the tuple ``(src, tgt)``, so a route read from a
+    manifest or a request and one built here are the same key."""
 
     src: str
     tgt: str
@@ -26,7 +26,7 @@ def parse_route(text: str) -> Route:
     return Route(parts[0], parts[1])
 
 
-def route_key(route: Route | tuple[str, str]) -> str:
-    """``Route("de", "en")`` or ``("de", "en")`` -> ``"de-en"``."""
-    src, tgt = (route.src, route.tgt) if isinstance(route, Route) else route
+def route_key(route: tuple[str, str]) -> str:
+    """``Route("de", "en")`` (or the plain pair) -> ``"de-en"``."""
+    src, tgt = route
     return f"{src}-{tgt}"

@@ -21,13 +21,13 @@ from lsmt_bundle import BundleError, DenseModel, load_bundle
 from lsmt_bundle.dense import DECODER_EMBEDDING, OUTPUT_PROJECTION
 from lsmt_bundle.storage import STORE_DTYPES, max_error
 from lsmt_core.manifest import Manifest
-from lsmt_core.routes import route_key
+from lsmt_core.routes import Route, route_key
 
 if TYPE_CHECKING:
     from training.checkpoint import CheckpointMeta
     from training.recipe import Recipe
 
-RouteList = list[tuple[str, str]]
+RouteList = list[Route]
 
 
 def _routes(text: str | None) -> RouteList | None:

@@ -21,7 +21,7 @@ from typing import Any
 
 from lsmt_bundle import Bundle, load_bundle
 from lsmt_bundle.ct2 import load_translator, translate_pieces
-from lsmt_core.routes import route_key
+from lsmt_core.routes import Route, route_key
 
 
 def translate_route(
@@ -40,7 +40,7 @@ def translate_route(
 
 def evaluate_bundle(
     bundle: Bundle,
-    pairs: dict[tuple[str, str], list[tuple[str, str]]],
+    pairs: dict[Route, list[tuple[str, str]]],
     beam: int = 4,
     compute_type: str = "int8",
     threads: int = 2,

@@ -22,6 +22,7 @@ from lsmt_core.manifest import (
     VocabSlice,
     WeightGroup,
 )
+from lsmt_core.routes import Route
 
 from .methods import lms_excluded, method_fusions
 
@@ -129,7 +130,7 @@ def export_bundle(
     *,
     name: str,
     tokenizer_model: Path,
-    routes: list[tuple[str, str]],
+    routes: list[Route],
     languages: list[str] | None = None,
     store_dtype: str = "float16",
     target_vocab: dict[str, list[int]] | None = None,

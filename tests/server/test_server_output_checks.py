@@ -186,3 +186,17 @@ def test_output_checks_can_be_turned_off(make_server):
         assert t["translations"][0]["warnings"] == []
         assert strongest_repeat(words(t["translations"][0]["text"]))[0] >= 3
         assert metric(c, "lsmt_output_retries_total", "improved") == 0
+
+
+def test_a_large_request_is_checked_too(make_server):
+    """More sentences than INLINE_CHECK_SENTENCES (checked in a worker thread)."""
+    from server.service import INLINE_CHECK_SENTENCES
+
+    srv = make_server(loader=crafted_loader(said_three_times), output_checks=True)
+    sentences = INLINE_CHECK_SENTENCES + 6
+    texts = [" ".join([EN] * (sentences // 2))] * 2  # one job of 70 sentences
+    with srv.client() as c:
+        r = c.post("/v1/translate", json={"text": texts, "source": "en", "target": "fr"})
+        assert r.status_code == 200, r.text
+        assert all(t["warnings"] == [] for t in r.json()["translations"])
+        assert metric(c, "lsmt_output_retries_total", "improved") == sentences

@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from lsmt_core.languages import SPLITS
+from lsmt_core.routes import Route
 from training.data.formats import (
     CorpusFormatError,
     directions,
@@ -41,7 +42,7 @@ NTREX_FILES = {
 }
 NTREX_LICENCE = "CC-BY-SA-4.0"
 
-Pairs = dict[tuple[str, str], list[tuple[str, str]]]
+Pairs = dict[Route, list[tuple[str, str]]]  # route -> (source, target) sentences
 
 
 def ntrex_lines(lang: str) -> list[str]:
@@ -53,7 +54,7 @@ def ntrex_lines(lang: str) -> list[str]:
     return [line.rstrip("\r") for line in read_lines(NTREX_DIR / NTREX_FILES[lang])]
 
 
-def ntrex_pairs(wanted: Iterable[tuple[str, str]]) -> Pairs:
+def ntrex_pairs(wanted: Iterable[Route]) -> Pairs:
     """NTREX sentence pairs for the wanted directions whose two languages it has."""
     out: Pairs = {}
     for src, tgt in wanted:

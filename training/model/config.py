@@ -177,9 +177,7 @@ class ModelConfig(BaseModel):
             if on and getattr(sparse, name) > total:
                 raise ValueError(f"sparse: {name} {getattr(sparse, name)} exceeds {total}")
         if sparse.ffn and self.ffn_dim % sparse.ffn_blocks:
-            raise ValueError(
-                f"sparse: ffn_dim {self.ffn_dim} not divisible by {sparse.ffn_blocks}"
-            )
+            raise ValueError(f"sparse: ffn_dim {self.ffn_dim} not divisible by {sparse.ffn_blocks}")
         if sparse.layers and not self.pre_norm:
             raise ValueError("sparse: layer sparsity (eq. 7) skips pre-norm layers; set pre_norm")
         if self.language_specific.search:
