@@ -43,13 +43,24 @@ RETRY = RetrySettings()
 
 
 def _has_letter(pieces: Sequence[str]) -> bool:
-    return any(c.isalpha() for p in pieces for c in p)
+    """A letter in one of ``pieces``; a byte piece (``<0x30>``, SentencePiece's fallback for
+    characters outside its vocabulary) counts by its byte when that is ASCII."""
+    for piece in pieces:
+        if len(piece) == 6 and piece.startswith("<0x") and piece.endswith(">"):
+            byte = int(piece[3:5], 16)
+            if byte >= 0x80 or chr(byte).isalpha():  # a non-ASCII byte may be part of a letter
+                return True
+        elif any(c.isalpha() for c in piece):
+            return True
+    return False
 
 
 def strongest_repeat(tokens: Sequence[str], max_n: int = MAX_REPEAT_N) -> tuple[int, int]:
     """(copies, tokens covered) of the run of consecutive copies of one n-gram (n <= max_n)
-    with the most copies, then the most tokens; (1, 0) when nothing repeats. Only n-grams with
-    a letter count: "300,000" and "..." repeat pieces legitimately."""
+    with the most copies, then the most tokens; (1, 0) when nothing repeats. Case is ignored
+    ("No, no, no"). Only n-grams with a letter count: "300,000" and "..." repeat pieces
+    legitimately."""
+    tokens = [t.lower() for t in tokens]
     best = (1, 0)
     size = len(tokens)
     for n in range(1, min(max_n, size // 2) + 1):
@@ -67,12 +78,13 @@ def strongest_repeat(tokens: Sequence[str], max_n: int = MAX_REPEAT_N) -> tuple[
 
 
 def is_repetition(source: Sequence[str], output: Sequence[str]) -> bool:
-    """Output that repeats itself more than the source does: three or more copies of a phrase,
-    or two copies covering half of a sentence of at least four pieces."""
+    """Output that repeats itself more than the source does: three or more copies of a phrase
+    of four pieces or more in all ("DCCC" is an acronym), or two copies covering half of an
+    output of at least four pieces."""
     copies, covered = strongest_repeat(output)
-    if copies <= strongest_repeat(source)[0]:
+    if copies <= strongest_repeat(source)[0] or covered < 4:
         return False
-    return copies >= 3 or (copies == 2 and covered >= max(4, len(output) / 2))
+    return copies >= 3 or covered >= len(output) / 2
 
 
 def is_length_off(source: Sequence[str], output: Sequence[str]) -> bool:

@@ -40,6 +40,8 @@ def test_strongest_repeat_counts_consecutive_copies():
     # Only n-grams with a letter: digit groups and ellipses repeat legitimately.
     assert strongest_repeat(["▁300", ",", "000", "000", "000"]) == (1, 0)
     assert strongest_repeat([".", ".", "."]) == (1, 0)
+    assert strongest_repeat(["<0x30>"] * 3) == (1, 0)  # "000" as byte pieces
+    assert strongest_repeat(["<0x61>"] * 3) == (3, 3)  # "aaa"
 
 
 @pytest.mark.parametrize(
@@ -49,7 +51,9 @@ def test_strongest_repeat_counts_consecutive_copies():
         ("Truth is praised", "Truth is blasphemed. Truth is blasphemed.", True),
         ("Man.", "Человек. Человек.", True),
         ("the the the the end", "le le le le fin", False),  # the source repeats as much
-        ("go on", "weiter weiter weiter gehen", True),  # three copies of one word
+        ("go on", "weiter weiter weiter weiter gehen", True),  # four copies of one word
+        ("the DCCC said", "the DCCC said", False),  # "C" three times: too short a run
+        ("No, no, no, no!", "Нет, нет, нет, нет!", False),  # as in the source, case aside
         (EN, "Et Jésus leur dit: Suivez-moi, et je vous ferai pêcheurs d'hommes.", False),
         ("a b c d e f", "a b a b c d e f g h", False),  # two short copies in a long sentence
     ],
