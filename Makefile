@@ -11,7 +11,7 @@ PORT ?= 8000
 # Bundle directories to serve; empty = the bundled default model (models/default).
 BUNDLES ?=
 
-.PHONY: serve test lint format install-serve install-all install-browser corpus tokenizer \
+.PHONY: serve test test-fast lint format install-serve install-all install-browser corpus tokenizer \
 	default-model clean
 
 $(PY):
@@ -45,14 +45,25 @@ install-browser:
 serve: $(VENV)/.serve-installed
 	$(PY) -m server --host $(HOST) --port $(PORT) $(BUNDLES)
 
-test: $(VENV)/.all-installed install-browser
-	$(PY) -m ruff check .
-	$(PY) -m pytest; rc=$$?; \
+# pytest exits 5 when it collected nothing: a failure here, not a pass.
+define pytest
+	$(PY) -m pytest $(1); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
+endef
+
+# Every tier: unit, integration (servers, browsers, engines) and slow (model trainings).
+test: lint install-browser
+	$(call pytest,)
+
+# The unit tier only (tests that are neither `integration` nor `slow`): a quick check while
+# developing, not a substitute for `make test`.
+test-fast: $(VENV)/.all-installed
+	$(call pytest,-m "not integration and not slow")
 
 lint: $(VENV)/.all-installed
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(PY) -m mypy
 
 format: $(VENV)/.all-installed
 	$(PY) -m ruff format .

@@ -20,7 +20,10 @@ from training.checkpoint import load_checkpoint
 from training.model import Route, build_model
 from training.step import train_step
 
-pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch.distributed unavailable")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not dist.is_available(), reason="torch.distributed unavailable"),
+]
 
 LANGS = ["de", "en", "fr"]
 ROUTES = [Route("de", "en"), Route("en", "de")]

@@ -19,6 +19,8 @@ from sacrebleu.metrics import CHRF
 
 from lsmt_bundle import load_bundle
 
+pytestmark = pytest.mark.integration
+
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = ROOT / "models" / "default"
 SENTENCES = 24

@@ -21,6 +21,8 @@ import yaml
 
 from tests.dockerfile import chain, parse
 
+pytestmark = pytest.mark.integration
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCKERFILE = ROOT / "Dockerfile"
 COMPOSE = ROOT / "docker-compose.yml"

@@ -14,6 +14,8 @@ from training.data import load_split
 from training.evaluate import main as evaluate_main
 from training.model import Route
 
+pytestmark = pytest.mark.slow
+
 HYPS = ["The cat sat on the mat.", "There is a house in New Orleans.", "Hello world"]
 REFS = ["The cat is sitting on the mat.", "There is a house in New Orleans!", "Hi, world"]
 

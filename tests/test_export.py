@@ -14,6 +14,8 @@ from lsmt_core.target_vocab import select_target_vocab
 from model_export.from_torch import export_bundle
 from tests.bundles import TinyBundle, make_tiny_bundle
 
+pytestmark = pytest.mark.slow
+
 LANGS = ("de", "en", "fr")
 
 

@@ -30,6 +30,8 @@ import pytest
 
 from tests.dockerfile import Instruction, Stage, chain, parse
 
+pytestmark = pytest.mark.integration
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCKERFILE = ROOT / "Dockerfile"
 # Container paths the replayed stages may use; anything else fails the test, so a new path in

@@ -25,7 +25,7 @@ LANGS = ["de", "en", "fr"]
 DE_FR = Route("de", "fr")
 
 
-pytestmark = pytest.mark.usefixtures("one_thread")
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_thread")]
 
 
 def cfg(**kw) -> ModelConfig:

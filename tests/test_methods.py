@@ -20,7 +20,7 @@ LANGS = ["de", "en", "fr"]
 DE_EN = Route("de", "en")
 VOCAB = 40
 
-pytestmark = pytest.mark.usefixtures("one_thread")
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_thread")]
 
 
 def model_pair(**kw):

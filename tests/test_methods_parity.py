@@ -13,6 +13,8 @@ from tests.parity import assert_engine_matches_pytorch as check_parity
 from tests.parity import variant_trainer
 from training.model.lms import SHARED_PATH, lms_path
 
+pytestmark = pytest.mark.slow
+
 VARIANTS = {
     # pair-wise with Fuse Distillation: exported as FD-LS and as FD-share
     "lms-pair-fd": dict(lms={"rank": 4, "fuse_distill": True, "init_std": 0.1}),

@@ -22,6 +22,8 @@ from training.data.packages import PackageError, download_deb, unpacked
 from training.data.sources import SOURCES
 from training.data.testsets import NTREX_FILES, known_testsets, load_testset
 
+pytestmark = pytest.mark.integration
+
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = REPO / "tests" / "data" / "packages"
 # the sources the corpus test builds: all those whose packages the excerpts hold entirely

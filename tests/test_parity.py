@@ -14,6 +14,8 @@ from tests.bundles import TinyBundle
 from tests.parity import assert_engine_matches_pytorch, variant_trainer
 from training.model import Route
 
+pytestmark = pytest.mark.slow
+
 SPARSE = dict(
     attention=True,
     heads_kept=3,

@@ -27,7 +27,7 @@ from training.recipe import load_recipe
 from training.step import train_step
 from training.trainer import Trainer
 
-pytestmark = pytest.mark.usefixtures("one_thread")
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_thread")]
 LANGS = ["de", "en", "fr"]
 ALL = dict(
     attention=True,

@@ -27,7 +27,7 @@ from training.train import main as train_main
 from training.trainer import Trainer
 
 DE_EN = Route("de", "en")
-pytestmark = pytest.mark.usefixtures("one_thread")
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_thread")]
 
 
 # -- recipes ---------------------------------------------------------------------------------------

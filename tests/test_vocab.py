@@ -33,7 +33,7 @@ from training.vocab import main as vocab_main
 K, N = 2, 60
 
 
-pytestmark = pytest.mark.usefixtures("one_thread")
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_thread")]
 
 
 @pytest.fixture(scope="module")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+pytestmark = pytest.mark.integration
+
 EN = "And Jesus said unto them, Follow me."
 DE = "Und Jesus sprach zu ihnen: Folgt mir nach, und ich will euch zu Menschenfischern machen."
 FR = "Et Jésus leur dit: Suivez-moi, et je vous ferai pêcheurs d'hommes."

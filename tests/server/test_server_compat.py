@@ -10,6 +10,8 @@ import pytest
 from libretranslatepy import LibreTranslateAPI
 from prometheus_client.parser import text_string_to_metric_families
 
+pytestmark = pytest.mark.integration
+
 EN = "And Jesus said unto them, Follow me."
 DE = "Und Jesus sprach zu ihnen: Folgt mir nach, und ich will euch zu Menschenfischern machen."
 

@@ -8,6 +8,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
+import pytest
+
+pytestmark = pytest.mark.integration
 
 EN = "And Jesus said unto them, Follow me."
 SENTENCES = {

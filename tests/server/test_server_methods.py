@@ -9,6 +9,8 @@ import pytest
 
 from tests.bundles import make_tiny_bundle
 
+pytestmark = pytest.mark.integration
+
 METHODS = dict(
     lms={"rank": 4, "fuse_distill": True, "init_std": 0.1},
     laa={"places": ["decoder_self"], "lee_points": [4, 5]},

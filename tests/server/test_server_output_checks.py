@@ -136,6 +136,7 @@ def metric(client, name: str, label: str) -> float:
     raise AssertionError(f"{name}{{{label}}} not exported")
 
 
+@pytest.mark.integration
 def test_a_repeating_output_is_decoded_again_and_the_retry_kept(make_server):
     engines: list[CraftedOutput] = []
     srv = make_server(loader=crafted_loader(said_three_times, engines=engines), output_checks=True)
@@ -152,6 +153,7 @@ def test_a_repeating_output_is_decoded_again_and_the_retry_kept(make_server):
         assert metric(c, "lsmt_output_retries_total", "improved") == 1
 
 
+@pytest.mark.integration
 def test_a_repetition_the_retry_cannot_fix_is_reported(make_server):
     srv = make_server(loader=crafted_loader(opening_three_times, always=True), output_checks=True)
     with srv.client() as c:
@@ -167,6 +169,7 @@ def test_a_repetition_the_retry_cannot_fix_is_reported(make_server):
         assert metric(c, "lsmt_output_retries_total", "kept") == 2
 
 
+@pytest.mark.integration
 def test_a_copied_source_is_flagged_off_target(make_server):
     """The first decoding answers with the source itself (the classic off-target failure)."""
     src_pieces: dict[str, list[str]] = {}
@@ -183,6 +186,7 @@ def test_a_copied_source_is_flagged_off_target(make_server):
         assert t["translations"][0]["warnings"] == ["off_target"]
 
 
+@pytest.mark.integration
 def test_output_checks_can_be_turned_off(make_server):
     srv = make_server(loader=crafted_loader(said_three_times), output_checks=False)
     with srv.client() as c:
@@ -192,6 +196,7 @@ def test_output_checks_can_be_turned_off(make_server):
         assert metric(c, "lsmt_output_retries_total", "improved") == 0
 
 
+@pytest.mark.integration
 def test_a_large_request_is_checked_too(make_server):
     """More sentences than INLINE_CHECK_SENTENCES (checked in a worker thread)."""
     from server.service import INLINE_CHECK_SENTENCES

@@ -15,6 +15,9 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
+
+pytestmark = pytest.mark.integration
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]

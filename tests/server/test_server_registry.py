@@ -17,6 +17,8 @@ from server.engines import EngineRegistry, EngineUnavailable, State
 from server.metrics import Metrics
 from server.settings import Settings
 
+pytestmark = pytest.mark.integration
+
 SIZE = 1000
 
 

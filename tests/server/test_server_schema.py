@@ -16,6 +16,8 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+pytestmark = pytest.mark.integration
+
 CHECKS = [
     not_a_server_error,
     status_code_conformance,

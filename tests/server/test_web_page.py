@@ -17,6 +17,8 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
+pytestmark = pytest.mark.integration
+
 EN = "And Jesus said unto them, Follow me."
 FR = "Et Jésus leur dit: Suivez-moi."
 DE = "Und Jesus sprach zu ihnen: Folgt mir nach."
