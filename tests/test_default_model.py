@@ -184,6 +184,7 @@ def test_the_model_card_lists_the_routes_served(server_url):
 def test_the_model_card_is_generated_from_the_bundle_and_its_evaluations(tmp_path):
     spec = importlib.util.spec_from_file_location("model_card", ROOT / "scripts/model_card.py")
     model_card = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = model_card  # where its dataclass finds its module
     spec.loader.exec_module(model_card)
     card = model_card.build_card(DEFAULT, ROOT / "docs/default_model", tmp_path / "curve.png")
     assert card == (ROOT / "MODEL_CARD.md").read_text()
