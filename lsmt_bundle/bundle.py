@@ -12,6 +12,7 @@ from pathlib import Path
 from safetensors.numpy import load
 
 from lsmt_core.manifest import Manifest
+from lsmt_core.routes import Route
 from lsmt_core.tags import tag_source
 
 from .assembly import assemble
@@ -30,8 +31,8 @@ class Bundle:
         self._indices = manifest.indices_used()
 
     @property
-    def routes(self) -> list[tuple[str, str]]:
-        return [tuple(r) for r in self.manifest.routes]
+    def routes(self) -> list[Route]:
+        return [Route(*r) for r in self.manifest.routes]
 
     @property
     def tokenizer_path(self) -> Path:

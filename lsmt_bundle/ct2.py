@@ -7,7 +7,7 @@ from pathlib import Path
 
 import ctranslate2
 import numpy as np
-from ctranslate2.specs import common_spec, transformer_spec
+from ctranslate2.specs import attention_spec, common_spec, transformer_spec
 
 from lsmt_core.positions import sinusoid_table
 
@@ -34,22 +34,26 @@ SAVE_QUANTIZATIONS = {
 }
 
 
-def _linear(spec, w: dict[str, np.ndarray], prefix: str) -> None:
+def _linear(spec: common_spec.LinearSpec, w: dict[str, np.ndarray], prefix: str) -> None:
     spec.weight = w[f"{prefix}.weight"]
     spec.bias = w[f"{prefix}.bias"]
 
 
-def _fused_linear(spec, w: dict[str, np.ndarray], prefixes: list[str]) -> None:
+def _fused_linear(
+    spec: common_spec.LinearSpec, w: dict[str, np.ndarray], prefixes: list[str]
+) -> None:
     spec.weight = np.concatenate([w[f"{p}.weight"] for p in prefixes])
     spec.bias = np.concatenate([w[f"{p}.bias"] for p in prefixes])
 
 
-def _norm(spec, w: dict[str, np.ndarray], prefix: str) -> None:
+def _norm(spec: common_spec.LayerNormSpec, w: dict[str, np.ndarray], prefix: str) -> None:
     spec.gamma = w[f"{prefix}.weight"]
     spec.beta = w[f"{prefix}.bias"]
 
 
-def _attention(spec, w: dict[str, np.ndarray], p: str, cross: bool) -> None:
+def _attention(
+    spec: attention_spec.MultiHeadAttentionSpec, w: dict[str, np.ndarray], p: str, cross: bool
+) -> None:
     """CT2 self-attention: linear[0] = q|k|v; cross-attention: linear[0] = q, linear[1] = k|v."""
     if cross:
         _linear(spec.linear[0], w, f"{p}.q_proj")
@@ -60,7 +64,7 @@ def _attention(spec, w: dict[str, np.ndarray], p: str, cross: bool) -> None:
     _norm(spec.layer_norm, w, f"{p}.norm")
 
 
-def _ffn(spec, w: dict[str, np.ndarray], p: str) -> None:
+def _ffn(spec: transformer_spec.FeedForwardSpec, w: dict[str, np.ndarray], p: str) -> None:
     _linear(spec.linear_0, w, f"{p}.fc1")
     _linear(spec.linear_1, w, f"{p}.fc2")
     _norm(spec.layer_norm, w, f"{p}.norm")
@@ -154,7 +158,7 @@ def translate_pieces(
     max_batch_size: int = 0,
     repetition_penalty: float = 1.0,
     no_repeat_ngram_size: int = 0,
-) -> list:
+) -> list[ctranslate2.TranslationResult]:
     """The one decoding call of an assembled engine (server, bundle evaluation, benchmarks):
     tagged source pieces in, ``TranslationResult``s (pieces, scores) out. The decoder's
     position table has ``max_positions`` rows and the start token takes one, so an output is
@@ -166,7 +170,7 @@ def translate_pieces(
     ``repetition_penalty`` (above 1 penalises tokens already generated) and
     ``no_repeat_ngram_size`` (0: off) are CTranslate2's guards against degenerate output."""
     limit = max_positions - 1 if max_length is None else min(max_length, max_positions - 1)
-    return translator.translate_batch(
+    results: list[ctranslate2.TranslationResult] = translator.translate_batch(
         sources,
         beam_size=beam_size,
         num_hypotheses=num_hypotheses,
@@ -178,3 +182,4 @@ def translate_pieces(
         no_repeat_ngram_size=no_repeat_ngram_size,
         return_scores=True,
     )
+    return results

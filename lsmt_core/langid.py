@@ -7,7 +7,7 @@ import copy
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 # Chosen by measurement on NTREX-128 (docs/server.md, scripts/detection_study.py): the
 # identifier's probability at which a text in a language nobody serves is refused rather than
@@ -42,7 +42,7 @@ class LanguageDetector:
         self._by_set: dict[frozenset[str], object] = {}
         self._lock = threading.Lock()
 
-    def _identifier(self, langs: frozenset[str]):
+    def _identifier(self, langs: frozenset[str]) -> Any:  # py3langid has no types
         with self._lock:
             ident = self._by_set.get(langs)
             if ident is None:

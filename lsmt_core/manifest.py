@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .tags import TagScheme
 
-FORMAT_VERSION = 1
+FORMAT_VERSION: Literal[1] = 1
 Index = Literal["shared", "src", "tgt"]
 
 
@@ -54,7 +54,7 @@ class VocabSlice(_Strict):
 
     rule: Literal["vocab_slice"] = "vocab_slice"
     ids: str = "target_vocab.ids"
-    reads: ClassVar[frozenset[str]] = frozenset({"tgt"})  # modules read beyond weight_groups
+    reads: ClassVar[frozenset[Index]] = frozenset({"tgt"})  # modules read beyond weight_groups
 
 
 class LowRankSum(_Strict):
@@ -69,7 +69,7 @@ class LowRankSum(_Strict):
     vertical: str = "lms_v.weight"
     flat: str = "lms_f.weight"
     path: Literal["ls", "shared"] = "ls"  # which trained path (FD-LS or FD-share)
-    reads: ClassVar[frozenset[str]] = frozenset()
+    reads: ClassVar[frozenset[Index]] = frozenset()
 
 
 class LanguageAwareAttention(_Strict):
@@ -80,7 +80,7 @@ class LanguageAwareAttention(_Strict):
     rule: Literal["laa"] = "laa"
     attentions: list[str]
     matrix: str = "laa.weight"
-    reads: ClassVar[frozenset[str]] = frozenset()
+    reads: ClassVar[frozenset[Index]] = frozenset()
 
 
 class LanguageEmbedding(_Strict):
@@ -92,7 +92,7 @@ class LanguageEmbedding(_Strict):
     biases: list[str]
     positions: list[Literal["encoder", "decoder"]] = Field(default_factory=list)
     vector: str = "lee.weight"
-    reads: ClassVar[frozenset[str]] = frozenset()
+    reads: ClassVar[frozenset[Index]] = frozenset()
 
 
 class SparseSubnetwork(_Strict):
@@ -107,7 +107,7 @@ class SparseSubnetwork(_Strict):
 
     rule: Literal["sparse_subnetwork"] = "sparse_subnetwork"
     prefix: str = "sparse"
-    reads: ClassVar[frozenset[str]] = frozenset({"src", "tgt"})
+    reads: ClassVar[frozenset[Index]] = frozenset({"src", "tgt"})
 
 
 Fusion = Annotated[

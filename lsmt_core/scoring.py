@@ -18,12 +18,14 @@ def score(hyps: Sequence[str], refs: Sequence[str], tgt_lang: str) -> dict[str, 
     """Corpus chrF and BLEU (sacreBLEU) of ``hyps`` against one reference each."""
     if len(hyps) != len(refs):
         raise ValueError(f"{len(hyps)} hypotheses but {len(refs)} references")
-    from sacrebleu import metrics  # the train extra; imported here so the server never needs it
+    # the train extra; imported here so the server never needs it
+    from sacrebleu.metrics.bleu import BLEU
+    from sacrebleu.metrics.chrf import CHRF
 
     tok = bleu_tokenize(tgt_lang)
     return {
-        "chrf": metrics.CHRF().corpus_score(list(hyps), [list(refs)]).score,
-        "bleu": metrics.BLEU(tokenize=tok).corpus_score(list(hyps), [list(refs)]).score,
+        "chrf": CHRF().corpus_score(list(hyps), [list(refs)]).score,
+        "bleu": BLEU(tokenize=tok).corpus_score(list(hyps), [list(refs)]).score,
     }
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from lsmt_core.manifest import Fusion
+from lsmt_core.manifest import Fusion, Index
 
 from ..dense import DenseModel, Weights
 from .laa import language_aware_attention
@@ -22,7 +22,9 @@ from .select import select
 from .sparse_subnetwork import sparse_subnetwork
 from .vocab_slice import vocab_slice
 
-FusionRule = Callable[[DenseModel, Fusion, dict[str, Weights]], None]
+# (route's dense model, the manifest's fusion entry, the extras by index); each rule asserts
+# the entry's type, the table's key being that type's rule name.
+FusionRule = Callable[[DenseModel, Fusion, dict[Index, Weights]], None]
 
 FUSION_RULES: dict[str, FusionRule] = {
     "vocab_slice": vocab_slice,  # per-target vocabulary (Shallow paper)

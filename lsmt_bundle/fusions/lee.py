@@ -3,16 +3,15 @@ bias (or position table) that feeds each switching point. Exact up to float roun
 
 from __future__ import annotations
 
-from lsmt_core.manifest import LanguageEmbedding
+from lsmt_core.manifest import Fusion, Index, LanguageEmbedding
 from lsmt_core.positions import sinusoid_table
 
 from ..dense import DECODER_POSITIONS, ENCODER_POSITIONS, DenseModel, Weights, take_input
 
 
-def language_embedding(
-    dense: DenseModel, rule: LanguageEmbedding, extras: dict[str, Weights]
-) -> None:
+def language_embedding(dense: DenseModel, rule: Fusion, extras: dict[Index, Weights]) -> None:
     """LEE: E added to the stream = E added to the bias (or position table) that feeds it."""
+    assert isinstance(rule, LanguageEmbedding)
     e = take_input(dense, rule.vector)
     w = dense.weights
     for name in rule.biases:

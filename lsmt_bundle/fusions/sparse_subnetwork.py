@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lsmt_core.manifest import Fusion, SparseSubnetwork
+from lsmt_core.manifest import Fusion, Index, SparseSubnetwork
 
 from ..dense import DenseModel, Weights
 from ..errors import BundleError
@@ -18,7 +18,7 @@ LAYER_BRANCHES = {
 }
 
 
-def sparse_subnetwork(dense: DenseModel, rule: Fusion, extras: dict[str, Weights]) -> None:
+def sparse_subnetwork(dense: DenseModel, rule: Fusion, extras: dict[Index, Weights]) -> None:
     """The route's sub-network (Sparse paper) as a smaller dense model computing exactly what
     the PyTorch model computes in eval mode. The gates (0 = dropped, else the component's score;
     bundles written before scores were exported hold 0/1) fold into the weights:
@@ -34,10 +34,11 @@ def sparse_subnetwork(dense: DenseModel, rule: Fusion, extras: dict[str, Weights
     head_dim = a.d_model // a.heads
     sizes: dict[str, int] = {}
     ffn_dims: set[int] = set()
-    for side, index, n in (
+    sides: tuple[tuple[str, Index, int], ...] = (
         ("encoder", "src", a.encoder_layers),
         ("decoder", "tgt", a.decoder_layers),
-    ):
+    )
+    for side, index, n in sides:
         gates = {
             k[len(rule.prefix) + len(side) + 2 :]: v.astype(np.float32)
             for k, v in extras.get(index, {}).items()
@@ -75,18 +76,18 @@ def sparse_subnetwork(dense: DenseModel, rule: Fusion, extras: dict[str, Weights
         layers = gates.get("layers", np.ones(n, dtype=np.float32))
         if layers.shape != (n,) or not layers.any():
             raise BundleError(f"sparse {side} layer mask {layers.shape} does not fit the model")
-        for i in np.flatnonzero(layers):
+        for layer in np.flatnonzero(layers):
             for branch in (*LAYER_BRANCHES[side], "ffn.fc2"):
                 for part in ("weight", "bias"):
-                    name = f"{side}.layers.{i}.{branch}.{part}"
-                    w[name] = w[name] * layers[i]
+                    name = f"{side}.layers.{layer}.{branch}.{part}"
+                    w[name] = w[name] * layers[layer]
         renumber = {int(i): j for j, i in enumerate(np.flatnonzero(layers))}
         head, renamed = f"{side}.layers.", {}
         for name in [k for k in w if k.startswith(head)]:
-            i, rest = name[len(head) :].split(".", 1)
+            number, rest = name[len(head) :].split(".", 1)
             value = w.pop(name)
-            if int(i) in renumber:
-                renamed[f"{head}{renumber[int(i)]}.{rest}"] = value
+            if int(number) in renumber:
+                renamed[f"{head}{renumber[int(number)]}.{rest}"] = value
         w.update(renamed)
         sizes[f"{side}_layers"] = len(renumber)
     if len(ffn_dims) > 1:

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from lsmt_core.manifest import Fusion, VocabSlice
+from lsmt_core.manifest import Fusion, Index, VocabSlice
 
 from ..dense import DECODER_EMBEDDING, EMBEDDING, OUTPUT_PROJECTION, DenseModel, Weights
 from ..errors import BundleError
 
 
-def vocab_slice(dense: DenseModel, rule: Fusion, extras: dict[str, Weights]) -> None:
+def vocab_slice(dense: DenseModel, rule: Fusion, extras: dict[Index, Weights]) -> None:
     assert isinstance(rule, VocabSlice)
     ids = extras.get("tgt", {}).get(rule.ids)
     if ids is None:
