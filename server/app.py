@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
@@ -32,11 +33,13 @@ from .web import router as web_router
 log = logging.getLogger("server")
 
 
-def _lifespan(st: AppState, bundles: list[Any] | None, loader: Loader | None):
+def _lifespan(
+    st: AppState, bundles: list[Any] | None, loader: Loader | None
+) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
     settings = st.settings
 
     @asynccontextmanager
-    async def lifespan(app: FastAPI):
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         load_bundles(st, bundles)
         st.executor = ThreadPoolExecutor(32, thread_name_prefix="lsmt-translate")
         st.registry = EngineRegistry(settings, st.metrics, loader)

@@ -63,7 +63,7 @@ class Hypothesis:
 class Job:
     sources: list[list[str]]
     options: DecodeOptions
-    future: asyncio.Future
+    future: asyncio.Future[list[list[Hypothesis]]]
     enqueued_at: float = field(default_factory=time.perf_counter)
     results: list[list[Hypothesis] | None] = field(default_factory=list)
     next_index: int = 0  # first sentence not yet given to a batch
@@ -81,7 +81,7 @@ class Job:
 
 def run_translate_batch(
     translator: Any, sources: list[list[str]], opts: DecodeOptions, max_positions: int
-):
+) -> list[Any]:  # CTranslate2 TranslationResults
     return translate_pieces(
         translator,
         sources,
@@ -116,8 +116,8 @@ class Batcher:
         self.queue: deque[Job] = deque()
         self._wake = asyncio.Event()
         self._slots = asyncio.Semaphore(settings.resolved_inter_threads)
-        self._running: set[asyncio.Task] = set()
-        self._task: asyncio.Task | None = None
+        self._running: set[asyncio.Task[None]] = set()
+        self._task: asyncio.Task[None] | None = None
         self._closing = False
         self.batches_run = 0
         self._depth = metrics.queue_depth.labels(self.key)
@@ -207,7 +207,7 @@ class Batcher:
     def _waiting_tokens(self) -> int:
         return sum(j.pending_tokens for j in self.queue if not j.cancelled)
 
-    def _take_batch(self):
+    def _take_batch(self) -> tuple[list[tuple[Job, int]], DecodeOptions, int] | None:
         if not self.queue:
             return None
         opts = self.queue[0].options
@@ -236,7 +236,9 @@ class Batcher:
             return None
         return items, opts, tokens
 
-    async def _run_batch(self, items: list[tuple[Job, int]], opts: DecodeOptions, tokens: int):
+    async def _run_batch(
+        self, items: list[tuple[Job, int]], opts: DecodeOptions, tokens: int
+    ) -> None:
         jobs = list(dict.fromkeys(j for j, _ in items))
         try:
             results = await self._translate(items, opts, tokens, len(jobs))
@@ -250,7 +252,9 @@ class Batcher:
         finally:
             self._slots.release()
 
-    async def _translate(self, items, opts: DecodeOptions, tokens: int, n_jobs: int):
+    async def _translate(
+        self, items: list[tuple[Job, int]], opts: DecodeOptions, tokens: int, n_jobs: int
+    ) -> list[Any]:
         loop = asyncio.get_running_loop()
         engine = await self.registry.acquire(self.served, self.route)
         try:
@@ -274,7 +278,7 @@ class Batcher:
         self.batches_run += 1
         return results
 
-    def _deliver(self, items, results) -> None:
+    def _deliver(self, items: list[tuple[Job, int]], results: list[Any]) -> None:
         out_tokens = 0
         for (job, i), res in zip(items, results, strict=True):
             hyps = [
@@ -285,5 +289,5 @@ class Batcher:
             job.results[i] = hyps
             job.done_count += 1
             if job.done_count == len(job.sources) and not job.future.done():
-                job.future.set_result(job.results)
+                job.future.set_result([r for r in job.results if r is not None])  # all set
         self.metrics.tokens.labels("output").inc(out_tokens)

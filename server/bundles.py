@@ -63,7 +63,8 @@ class ServedBundle:
     def pieces(self, sentence: str, lang: str) -> list[str]:
         """SentencePiece pieces of a sentence in ``lang``, after the corpus normalisation the
         model was trained on (NFC, spacing, CJK spaces); no tags."""
-        return self._sp.encode(normalize_text(sentence, lang), out_type=str)
+        pieces: list[str] = self._sp.encode(normalize_text(sentence, lang), out_type=str)
+        return pieces
 
     def encode(self, sentence: str, src: str, tgt: str) -> list[str]:
         """The engine's source: the pieces with the route's tags."""
@@ -75,7 +76,8 @@ class ServedBundle:
 
     def decode(self, pieces: list[str]) -> str:
         # The model may emit a tag: it is dropped; byte pieces <0x..> stay.
-        return self._sp.decode_pieces(self.untagged(pieces))
+        text: str = self._sp.decode_pieces(self.untagged(pieces))
+        return text
 
 
 def load_served_bundle(path: Path) -> ServedBundle:

@@ -11,12 +11,20 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from .engines import EngineRegistry
 from .service import TranslationService
 from .state import AppState
 
 
 def get_state(request: Request) -> AppState:
-    return request.app.state.lsmt
+    state: AppState = request.app.state.lsmt  # set by create_app
+    return state
+
+
+def get_registry(request: Request) -> EngineRegistry:
+    registry = get_state(request).registry
+    assert registry is not None, "the registry exists once the app has started"
+    return registry
 
 
 def get_service(request: Request) -> TranslationService:
@@ -26,4 +34,5 @@ def get_service(request: Request) -> TranslationService:
 
 
 StateDep = Annotated[AppState, Depends(get_state)]
+RegistryDep = Annotated[EngineRegistry, Depends(get_registry)]
 ServiceDep = Annotated[TranslationService, Depends(get_service)]

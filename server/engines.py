@@ -35,6 +35,7 @@ from lsmt_core.routes import route_key
 
 from .bundles import ServedBundle
 from .metrics import Metrics
+from .schemas import EngineInfo
 from .settings import Settings
 
 log = logging.getLogger("server.engines")
@@ -93,7 +94,7 @@ class Engine:
     refcount: int = 0  # batches in flight
     waiters: int = 0  # batches waiting to acquire it (protects a fresh load)
     draining: bool = False  # a load waits for its memory: no new batches
-    load_future: asyncio.Future | None = field(default=None, repr=False)
+    load_future: asyncio.Future[None] | None = field(default=None, repr=False)
 
     @property
     def busy(self) -> bool:
@@ -126,7 +127,7 @@ class EngineRegistry:
         self._reserved = 0  # bytes promised to loads in progress
         self._changed = asyncio.Event()  # replaced and set on every state change
         self.load_count = 0  # total successful loads, all keys (tests)
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
 
     # Accounting ------------------------------------------------------------------------
 
@@ -141,7 +142,7 @@ class EngineRegistry:
     def host_bytes(self) -> int:
         return self.tier_bytes(State.HOST)
 
-    def _update_gauges(self) -> None:
+    def update_gauges(self) -> None:
         m = self.metrics
         for tier, state in (("device", State.LOADED), ("host", State.HOST)):
             es = [e for e in self.engines.values() if e.state == state]
@@ -222,36 +223,59 @@ class EngineRegistry:
             e.translator = None
             if e.state in (State.LOADED, State.HOST):
                 e.state = State.UNLOADED
-        self._update_gauges()
+        self.update_gauges()
         if self._own_executor:
             self._executor.shutdown(wait=False, cancel_futures=True)
 
-    def snapshot(self) -> list[dict[str, Any]]:
+    def failed_engines(self) -> dict[str, str | None]:
+        """Key -> error of every engine whose load failed (retried after its backoff)."""
+        return {e.key: e.error for e in self.engines.values() if e.state == State.FAILED}
+
+    def engine_infos(self, bundles: list[ServedBundle]) -> list[EngineInfo]:
+        """Every engine key of ``bundles``, in their order, with its state (``unloaded`` for
+        a key never asked for): the engines of ``GET /v1/models``."""
         now = time.monotonic()
-        out = []
-        for e in sorted(self.engines.values(), key=lambda x: x.key):
-            out.append(
-                {
-                    "key": e.key,
-                    "bundle": e.served.name,
-                    "routes": [route_key(r) for r in e.served.routes_of_key(e.key)],
-                    "state": e.state.value,
-                    "device": self.device
-                    if e.state == State.LOADED
-                    else ("cpu" if e.state == State.HOST else None),
-                    "bytes": e.nbytes if e.state in (State.LOADED, State.HOST) else 0,
-                    "last_used": _iso(e.last_used_wall),
-                    "load_seconds": e.load_seconds,
-                    "loads": e.loads,
-                    "failures": e.failures,
-                    "in_flight_batches": e.refcount,
-                    "error": e.error if e.state == State.FAILED else None,
-                    "retry_in_s": round(max(0.0, e.retry_at - now), 3)
-                    if e.state == State.FAILED
-                    else None,
-                }
+        return [
+            self._info(served, key, self.engines.get(key), now)
+            for served in bundles
+            for key in served.engine_keys
+        ]
+
+    def _info(self, served: ServedBundle, key: str, e: Engine | None, now: float) -> EngineInfo:
+        routes = [route_key(r) for r in served.routes_of_key(key)]
+        if e is None:
+            return EngineInfo(
+                key=key,
+                bundle=served.name,
+                routes=routes,
+                state="unloaded",
+                device=None,
+                bytes=0,
+                last_used=None,
+                load_seconds=None,
+                loads=0,
+                failures=0,
+                in_flight_batches=0,
+                error=None,
+                retry_in_s=None,
             )
-        return out
+        failed = e.state == State.FAILED
+        resident = e.state in (State.LOADED, State.HOST)
+        return EngineInfo(
+            key=key,
+            bundle=served.name,
+            routes=routes,
+            state=e.state.value,
+            device=self.device if e.state == State.LOADED else ("cpu" if resident else None),
+            bytes=e.nbytes if resident else 0,
+            last_used=_iso(e.last_used_wall),
+            load_seconds=e.load_seconds,
+            loads=e.loads,
+            failures=e.failures,
+            in_flight_batches=e.refcount,
+            error=e.error if failed else None,
+            retry_in_s=round(max(0.0, e.retry_at - now), 3) if failed else None,
+        )
 
     # Loading ---------------------------------------------------------------------------
 
@@ -261,7 +285,7 @@ class EngineRegistry:
         same = [x.nbytes for x in self.engines.values() if x.served is e.served and x.nbytes]
         return max(same, default=0)
 
-    async def _load(self, e: Engine, prior: State, fut: asyncio.Future) -> None:
+    async def _load(self, e: Engine, prior: State, fut: asyncio.Future[None]) -> None:
         loop = asyncio.get_running_loop()
         t0 = time.perf_counter()
         estimate = self._estimate(e)
@@ -303,7 +327,7 @@ class EngineRegistry:
             e.state = (
                 State.HOST if prior == State.HOST and e.translator is not None else (State.UNLOADED)
             )
-            self._update_gauges()
+            self.update_gauges()
             self._notify()
             fut.set_exception(EngineUnavailable(e.key, str(exc), 1.0))
             return
@@ -325,7 +349,7 @@ class EngineRegistry:
             e.error = full.replace(f"{e.served.path}/", "").replace(str(e.served.path), "")
             self.metrics.engine_load_failures.labels(e.key).inc()
             log.error("engine %s failed to load (retry in %.1fs): %s", e.key, delay, full)
-            self._update_gauges()
+            self.update_gauges()
             self._notify()
             fut.set_exception(EngineUnavailable(e.key, e.error, delay))
             return
@@ -342,7 +366,7 @@ class EngineRegistry:
         self.load_count += 1
         self.metrics.engine_loads.labels(e.key).inc()
         self.metrics.engine_load_seconds.labels(e.key).observe(dt)
-        self._update_gauges()
+        self.update_gauges()
         log.info("engine %s loaded: %d bytes in %.3fs", e.key, nbytes, dt)
         self._notify()
         fut.set_result(None)
@@ -406,11 +430,11 @@ class EngineRegistry:
                     self.metrics.engine_eviction_seconds.labels("host").observe(
                         time.perf_counter() - t_host
                     )
-                self._update_gauges()
+                self.update_gauges()
                 return
             log.info("engine %s still loaded after unload_model(to_cpu=True); dropping", e.key)
         self._drop(e)
-        self._update_gauges()
+        self.update_gauges()
         self._notify()
 
     def _drop(self, e: Engine) -> None:

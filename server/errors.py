@@ -204,15 +204,15 @@ def install_error_handlers(app: FastAPI, authenticate: Callable[[Request], None]
     (``server.auth.require_api_key``), made before a body's validation errors are told."""
 
     @app.exception_handler(ApiError)
-    async def _api_error(request: Request, exc: ApiError):
+    async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
         return error_response(request, exc)
 
     @app.exception_handler(failures.ServiceError)
-    async def _service_error(request: Request, exc: failures.ServiceError):
+    async def _service_error(request: Request, exc: failures.ServiceError) -> JSONResponse:
         return error_response(request, api_error(exc))
 
     @app.exception_handler(RequestValidationError)
-    async def _validation(request: Request, exc: RequestValidationError):
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
         # FastAPI parses the JSON body before it runs the endpoint's dependencies (the key
         # check among them): check the key here first, so an unauthenticated client learns
         # nothing about how its body was parsed.
@@ -223,11 +223,11 @@ def install_error_handlers(app: FastAPI, authenticate: Callable[[Request], None]
         return error_response(request, validation_to_api_error(exc, request))
 
     @app.exception_handler(BodyReadTimeout)
-    async def _body_timeout(request: Request, exc: BodyReadTimeout):
+    async def _body_timeout(request: Request, exc: BodyReadTimeout) -> JSONResponse:
         return error_response(request, body_timeout(request.app.state.lsmt.settings))
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(request: Request, exc: StarletteHTTPException):
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         if exc.status_code == 400 and exc.detail == FASTAPI_BODY_ERROR:
             return error_response(request, await unreadable_body(request))
         if exc.status_code == 404:
@@ -247,7 +247,7 @@ def install_error_handlers(app: FastAPI, authenticate: Callable[[Request], None]
         return error_response(request, err)
 
     @app.exception_handler(Exception)
-    async def _unexpected(request: Request, exc: Exception):
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         rid = request_id_of(request)
         log.error("unexpected error request_id=%s path=%s", rid, request.url.path, exc_info=exc)
         return error_response(request, internal_error(rid))

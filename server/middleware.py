@@ -10,6 +10,9 @@ import logging
 import re
 import time
 import uuid
+from dataclasses import dataclass
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .errors import (
     ApiError,
@@ -31,13 +34,13 @@ _RID_OK = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
 CLIENT_CLOSED_REQUEST = 499
 
 
-def _with_body_timeout(receive, timeout_s: float):
+def _with_body_timeout(receive: Receive, timeout_s: float) -> Receive:
     """``receive`` that waits at most ``timeout_s`` for each part of the request body, so a
     client dripping its body cannot hold a connection for ever; once the body is complete
     it waits as long as needed (disconnect detection)."""
     done = False
 
-    async def timed():
+    async def timed() -> Message:
         nonlocal done
         if done:
             return await receive()
@@ -57,14 +60,14 @@ class _DisconnectWatch:
     away and then cancels the request's task: a disconnected client's queued work is dropped
     (uvicorn does not cancel a request whose client has left)."""
 
-    def __init__(self, receive, task: asyncio.Task) -> None:
+    def __init__(self, receive: Receive, task: asyncio.Task[None]) -> None:
         self._receive = receive
         self._task = task
-        self._watcher: asyncio.Task | None = None
+        self._watcher: asyncio.Task[None] | None = None
         self.client_gone = False
         self.response_done = False
 
-    async def receive(self):
+    async def receive(self) -> Message:
         """The ``receive`` the app sees."""
         if self._watcher is not None:  # body read: the watcher owns the connection now
             await asyncio.shield(self._watcher)
@@ -86,18 +89,25 @@ class _DisconnectWatch:
             self._watcher.cancel()
 
 
+@dataclass
+class _ResponseState:
+    status: int = 500  # until the app starts a response
+    started: bool = False
+
+
 class RequestContextMiddleware:
     """Request id, size limits, body read timeout, dropping the work of clients that went
     away, the JSON 503 when shutdown cuts a request short, metrics, and a last-resort 500
     without internals."""
 
-    def __init__(self, app, state: AppState) -> None:
+    def __init__(self, app: ASGIApp, state: AppState) -> None:
         self.app = app
         self.state = state
 
-    async def __call__(self, scope, receive, send):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
-            return await self.app(scope, receive, send)
+            await self.app(scope, receive, send)
+            return
         st = self.state
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         rid = headers.get("x-request-id", "")
@@ -106,14 +116,14 @@ class RequestContextMiddleware:
         scope.setdefault("state", {})["request_id"] = rid
         path = scope.get("path", "")
         t0 = time.perf_counter()
-        status_holder = {"status": 500, "started": False}
+        response = _ResponseState()
         st.metrics.in_flight.inc()
         st.http_in_flight += 1
 
-        async def send_wrapper(message):
+        async def send_wrapper(message: Message) -> None:
             if message["type"] == "http.response.start":
-                status_holder["status"] = message["status"]
-                status_holder["started"] = True
+                response.status = message["status"]
+                response.started = True
                 hdrs = list(message.get("headers", []))
                 if not any(k.lower() == b"x-request-id" for k, _ in hdrs):
                     hdrs.append((b"x-request-id", rid.encode()))
@@ -124,7 +134,9 @@ class RequestContextMiddleware:
 
         receive = _with_body_timeout(receive, st.settings.body_read_timeout_s)
         header_bytes = sum(len(k) + len(v) + 4 for k, v in scope["headers"])
-        watch = _DisconnectWatch(receive, asyncio.current_task())
+        task = asyncio.current_task()
+        assert task is not None  # ASGI apps run in a task
+        watch = _DisconnectWatch(receive, task)
         try:
             if header_bytes > st.settings.max_header_bytes:
                 # h11 refuses larger headers only while they are incomplete; whatever arrived
@@ -143,26 +155,26 @@ class RequestContextMiddleware:
             elif headers.get("transfer-encoding", "").lower() == "chunked":
                 body, too_big = await _read_limited(receive, limit)
                 if not too_big:
-                    watch = _DisconnectWatch(_replay(body, receive), asyncio.current_task())
+                    watch = _DisconnectWatch(_replay(body, receive), task)
             if too_big:
                 await _send_error(send_wrapper, path, too_large_body(limit), rid)
             else:
                 await self.app(scope, watch.receive, send_wrapper)
         except asyncio.CancelledError:
             if watch.client_gone:
-                status_holder["status"] = CLIENT_CLOSED_REQUEST
+                response.status = CLIENT_CLOSED_REQUEST
                 log.info("client went away; request dropped request_id=%s path=%s", rid, path)
-            elif not status_holder["started"]:
+            elif not response.started:
                 # uvicorn cancels the requests still running when the graceful-shutdown time
                 # is over: they get the documented JSON 503, not a plain-text 500.
                 await _send_error(send_wrapper, path, shutting_down(), rid)
             # The cancellation was for this request alone: the task ends normally.
         except BodyReadTimeout:  # a stalled chunked body, read here before the app sees it
-            if not status_holder["started"]:
+            if not response.started:
                 await _send_error(send_wrapper, path, body_timeout(st.settings), rid)
         except Exception:
             log.exception("unhandled error request_id=%s path=%s", rid, path)
-            if not status_holder["started"]:
+            if not response.started:
                 await _send_error(send_wrapper, path, internal_error(rid), rid)
         finally:
             watch.stop()
@@ -172,14 +184,15 @@ class RequestContextMiddleware:
             endpoint = getattr(route, "path", None)
             if endpoint is None:
                 endpoint = path if path in _STATIC_ENDPOINTS else "unmatched"
-            status = str(status_holder["status"])
+            status = str(response.status)
             dt = time.perf_counter() - t0
             st.metrics.requests.labels(endpoint, status).inc()
             st.metrics.request_latency.labels(endpoint, status).observe(dt)
 
 
-async def _read_limited(receive, limit: int) -> tuple[bytes, bool]:
-    chunks, size = [], 0
+async def _read_limited(receive: Receive, limit: int) -> tuple[bytes, bool]:
+    chunks: list[bytes] = []
+    size = 0
     while True:
         msg = await receive()
         if msg["type"] != "http.request":
@@ -194,12 +207,12 @@ async def _read_limited(receive, limit: int) -> tuple[bytes, bool]:
     return b"".join(chunks), False
 
 
-def _replay(body: bytes, receive):
+def _replay(body: bytes, receive: Receive) -> Receive:
     """``receive`` that gives the already-read ``body`` first, then the connection's own
     messages (the client going away)."""
     sent = False
 
-    async def replay():
+    async def replay() -> Message:
         nonlocal sent
         if not sent:
             sent = True
@@ -209,7 +222,7 @@ def _replay(body: bytes, receive):
     return replay
 
 
-async def _send_error(send, path: str, err: ApiError, rid: str) -> None:
+async def _send_error(send: Send, path: str, err: ApiError, rid: str) -> None:
     """An error answered from the middleware (outside FastAPI's handlers), same JSON body."""
     body = json.dumps(error_content(path, err, rid)).encode()
     await send(

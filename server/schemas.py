@@ -119,13 +119,14 @@ class ErrorResponse(BaseModel):
     request_id: str | None = None
 
 
+EngineState = Literal["unloaded", "loading", "loaded", "host", "failed"]
+
+
 class EngineInfo(BaseModel):
     key: str = Field(description="Engine key: one engine serves these routes.")
     bundle: str
     routes: list[str]
-    state: Literal["unloaded", "loading", "loaded", "host", "failed"] = Field(
-        description="host: parked in host memory (CUDA)."
-    )
+    state: EngineState = Field(description="host: parked in host memory (CUDA).")
     device: str | None
     bytes: int
     last_used: str | None = Field(description="ISO 8601 time, UTC.")

@@ -12,7 +12,7 @@ import functools
 import json
 import os
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -145,7 +145,7 @@ class Settings(BaseSettings):
 
     @field_validator("api_keys", "warmup_routes", "bundles", mode="before")
     @classmethod
-    def _split_list(cls, v):
+    def _split_list(cls, v: Any) -> Any:
         """Environment values may be JSON lists or comma-separated."""
         if isinstance(v, str):
             text = v.strip()

@@ -9,6 +9,7 @@ import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from lsmt_core.routes import route_key
@@ -37,7 +38,7 @@ class AppState:
     warmup_routes: list[tuple[ServedBundle, tuple[str, str]]] = field(default_factory=list)
     warmup_done: bool = False
     warmup_errors: dict[str, str] = field(default_factory=dict)
-    warmup_task: asyncio.Task | None = None
+    warmup_task: asyncio.Task[None] | None = None
     started_at: float = field(default_factory=time.time)
     http_in_flight: int = 0  # requests inside the app (the batchers' early-dispatch hint)
 
@@ -49,7 +50,7 @@ def load_bundles(st: AppState, bundles: list[Any] | None) -> None:
         st.bundles = [b if isinstance(b, ServedBundle) else ServedBundle(b) for b in bundles]
     else:
 
-        def record(path, exc: Exception) -> None:
+        def record(path: Path, exc: Exception) -> None:
             st.bundle_errors[str(path)] = f"{type(exc).__name__}: {exc}"
             log.error("bundle %s is invalid: %s", path, exc)
 

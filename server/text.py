@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 try:  # pysbd is in the serve extra; the simple splitter works without it.
     import pysbd
@@ -60,7 +61,7 @@ _segmenters = threading.local()
 PYSBD_CHUNK_CHARS = 1000
 
 
-def _segmenter(lang: str):
+def _segmenter(lang: str) -> Any:  # a pysbd.Segmenter (pysbd has no types)
     cache = _segmenters.__dict__
     if lang not in cache:
         cache[lang] = pysbd.Segmenter(language=lang, clean=False)
@@ -88,7 +89,7 @@ def split_sentences(line: str, lang: str | None) -> list[str]:
         # default corpus) and costs about 1 ms a line on the event loop, which delays the
         # batch of a burst of requests (loadtests.bench, item 4).
         return simple or [line.strip()]
-    if pysbd is not None and lang in _PYSBD_LANGS:
+    if pysbd is not None and lang is not None and lang in _PYSBD_LANGS:
         try:
             pieces = [line] if len(line) <= PYSBD_CHUNK_CHARS else _chunks(line, PYSBD_CHUNK_CHARS)
             seg = _segmenter(lang)

@@ -35,7 +35,8 @@ from ..schemas import (
     LTTranslateRequest,
     LTTranslateResponse,
 )
-from ..service import TranslationService
+from ..service import TextResult, TranslationService
+from ..validation import Options
 
 router = APIRouter(tags=["LibreTranslate compatible"])
 
@@ -77,8 +78,8 @@ async def read_fields(request: Request) -> dict[str, Any]:
             f"Content-Type {ctype!r} is not supported.",
             allowed=["application/json", "application/x-www-form-urlencoded"],
         )
-    for k, v in request.query_params.multi_items():
-        fields.setdefault(k, v)
+    for name, value in request.query_params.multi_items():
+        fields.setdefault(name, value)
     return fields
 
 
@@ -164,12 +165,11 @@ def parse_fields(model: type[BodyModel], fields: dict[str, Any]) -> BodyModel:
     responses={200: {"model": LTTranslateResponse}, **LT_TRANSLATE_ERRORS},
     openapi_extra=request_body(LTTranslateRequest),
 )
-async def lt_translate(fields: Fields, st: StateDep):
+async def lt_translate(fields: Fields, st: StateDep, svc: ServiceDep) -> dict[str, Any]:
     req = parse_fields(LTTranslateRequest, fields)
     single = isinstance(req.q, str)
-    texts = [req.q] if single else req.q
+    texts: list[str] = [req.q] if isinstance(req.q, str) else list(req.q)
     source, target = req.source, req.target
-    svc = st.service
     opts = svc.validate_options(None, req.alternatives, None)
     deadline = time.monotonic() + st.settings.request_timeout_s
     if req.format == "html":
@@ -191,7 +191,7 @@ async def lt_translate(fields: Fields, st: StateDep):
     return body
 
 
-def _lt_item(r, auto: bool, text: str | None = None) -> dict[str, Any]:
+def _lt_item(r: TextResult, auto: bool, text: str | None = None) -> dict[str, Any]:
     item: dict[str, Any] = {"translatedText": r.text if text is None else text}
     if auto:
         item["detectedLanguage"] = {
@@ -203,7 +203,9 @@ def _lt_item(r, auto: bool, text: str | None = None) -> dict[str, Any]:
     return item
 
 
-async def _translate_html(svc, doc: str, source, target, opts, deadline) -> dict[str, Any]:
+async def _translate_html(
+    svc: TranslationService, doc: str, source: str, target: str, opts: Options, deadline: float
+) -> dict[str, Any]:
     parts = _HTML_SPLIT.split(doc)
     # Text nodes with something to translate; whitespace (entities such as &nbsp; included)
     # is kept as it is.
@@ -211,12 +213,11 @@ async def _translate_html(svc, doc: str, source, target, opts, deadline) -> dict
     if not idx:
         return {"translatedText": doc}
     plain = [html.unescape(parts[i]).strip() for i in idx]
+    detected: dict[str, Any] | None = None
     if source == "auto":  # detect on the whole document's text, not per fragment
         guess = svc.detect(" ".join(plain), target, None)
         source = guess.language
         detected = {"confidence": round(100 * guess.confidence, 2), "language": source}
-    else:
-        detected = None
     if source == target:
         res = None
     else:
@@ -240,19 +241,16 @@ def _languages(svc: TranslationService) -> list[dict[str, Any]]:
     ]
 
 
-_LANGUAGES = {
-    "summary": "Languages (LibreTranslate compatible)",
-    "response_model": list[LTLanguage],
-}
+_LANGUAGES_SUMMARY = "Languages (LibreTranslate compatible)"
 
 
-@router.get("/languages", **_LANGUAGES)
-async def lt_languages_get(svc: ServiceDep):
+@router.get("/languages", summary=_LANGUAGES_SUMMARY, response_model=list[LTLanguage])
+async def lt_languages_get(svc: ServiceDep) -> list[dict[str, Any]]:
     return _languages(svc)
 
 
-@router.post("/languages", **_LANGUAGES)
-async def lt_languages_post(svc: ServiceDep):
+@router.post("/languages", summary=_LANGUAGES_SUMMARY, response_model=list[LTLanguage])
+async def lt_languages_post(svc: ServiceDep) -> list[dict[str, Any]]:
     return _languages(svc)
 
 
@@ -262,7 +260,7 @@ async def lt_languages_post(svc: ServiceDep):
     responses={200: {"model": list[LTDetected]}, **LT_DETECT_ERRORS},
     openapi_extra=request_body(LTDetectRequest),
 )
-async def lt_detect(fields: Fields, svc: ServiceDep):
+async def lt_detect(fields: Fields, svc: ServiceDep) -> JSONResponse:
     req = parse_fields(LTDetectRequest, fields)
     if not req.q.strip():
         raise bad_request("empty_text", "Field 'q' must be a non-empty string.", parameter="q")

@@ -4,7 +4,6 @@ damaged module files; 503 until ready) and ``/metrics`` (Prometheus). Never behi
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
@@ -12,17 +11,16 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from lsmt_core.routes import route_key
 
-from ..dependencies import StateDep
-from ..engines import State
-from ..schemas import HealthResponse, ReadinessResponse
+from ..dependencies import RegistryDep, StateDep
+from ..schemas import HealthResponse, ReadinessResponse, WarmupState
 from ..state import damaged_files
 
 router = APIRouter(tags=["operations"])
 
 
 @router.get("/healthz", response_model=HealthResponse)
-async def healthz(st: StateDep) -> dict[str, Any]:
-    return {"status": "ok", "uptime_s": round(time.time() - st.started_at, 3)}
+async def healthz(st: StateDep) -> HealthResponse:
+    return HealthResponse(status="ok", uptime_s=round(time.time() - st.started_at, 3))
 
 
 @router.get(
@@ -32,8 +30,9 @@ async def healthz(st: StateDep) -> dict[str, Any]:
         503: {"model": ReadinessResponse, "description": "Not ready yet, or broken."},
     },
 )
-async def readyz(st: StateDep):
-    failed = {e.key: e.error for e in st.registry.engines.values() if e.state == State.FAILED}
+async def readyz(st: StateDep, registry: RegistryDep) -> JSONResponse:
+    """The body is a ReadinessResponse; answered as a JSONResponse for its status code."""
+    failed = registry.failed_engines()
     problems = []
     if st.bundle_errors:
         problems.append("invalid bundle(s)")
@@ -47,23 +46,23 @@ async def readyz(st: StateDep):
     damaged = damaged_files(st)
     healthy = not failed and not damaged
     status = "ready" if ready and healthy else ("degraded" if ready else "not_ready")
-    body = {
-        "status": status,
-        "ready": ready,
-        "problems": problems,
-        "bundles": {
+    body = ReadinessResponse(
+        status=status,
+        ready=ready,
+        problems=problems,
+        bundles={
             **{b.name: "ok" for b in st.bundles},
             **{p: f"invalid: {m}" for p, m in st.bundle_errors.items()},
         },
-        "warmup": {
-            "done": st.warmup_done,
-            "routes": [route_key(r) for _, r in st.warmup_routes],
-            "errors": st.warmup_errors,
-        },
-        "failed_engines": failed,
-        "damaged_files": damaged,
-    }
-    return JSONResponse(body, status_code=200 if ready else 503)
+        warmup=WarmupState(
+            done=st.warmup_done,
+            routes=[route_key(r) for _, r in st.warmup_routes],
+            errors=st.warmup_errors,
+        ),
+        failed_engines=failed,
+        damaged_files=damaged,
+    )
+    return JSONResponse(body.model_dump(), status_code=200 if ready else 503)
 
 
 @router.get(
@@ -76,6 +75,6 @@ async def readyz(st: StateDep):
         }
     },
 )
-async def metrics(st: StateDep) -> Response:
-    st.registry._update_gauges()
+async def metrics(st: StateDep, registry: RegistryDep) -> Response:
+    registry.update_gauges()
     return Response(generate_latest(st.metrics.registry), media_type=CONTENT_TYPE_LATEST)

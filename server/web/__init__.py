@@ -6,6 +6,7 @@ needs nothing else from the server. ``create_app`` includes ``router`` when ``we
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from fastapi import APIRouter
@@ -34,7 +35,7 @@ _FILES = {
 router = APIRouter(include_in_schema=False)
 
 
-def _serve(name: str, media_type: str):
+def _serve(name: str, media_type: str) -> Callable[[], Awaitable[FileResponse]]:
     async def serve() -> FileResponse:
         return FileResponse(HERE / name, media_type=media_type, headers=_HEADERS)
 

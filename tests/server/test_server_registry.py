@@ -89,7 +89,7 @@ def test_cuda_eviction_moves_to_host_then_drops(served):
         m = reg.metrics
         assert m.engine_evictions.labels("device")._value.get() == 3
         assert m.engine_evictions.labels("host")._value.get() == 1
-        reg._update_gauges()
+        reg.update_gauges()
         assert m.engine_bytes.labels("host")._value.get() == SIZE
 
     asyncio.run(run())
@@ -207,3 +207,12 @@ def test_cuda_host_tier_on_real_gpu(make_server):
     assert reg.device_bytes <= size * 1.5 and reg.host_bytes <= size * 1.5
     assert srv.state.metrics.engine_evictions.labels("device")._value.get() >= 3
     assert reg.load_count >= 4  # restores from host count as loads
+
+
+def test_engine_states_are_the_names_the_api_documents():
+    """``/v1/models`` reports ``State`` values under the schema's ``EngineState``."""
+    from typing import get_args
+
+    from server.schemas import EngineState
+
+    assert {s.value for s in State} == set(get_args(EngineState))
