@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lsmt_bundle.ct2 import translate_pieces
+from lsmt_core.routes import Route
 
 from .bundles import ServedBundle
 from .engines import EngineRegistry, EngineUnavailable
@@ -98,7 +99,7 @@ class Batcher:
     def __init__(
         self,
         served: ServedBundle,
-        route: tuple[str, str],
+        route: Route,
         registry: EngineRegistry,
         settings: Settings,
         metrics: Metrics,

@@ -15,6 +15,7 @@ from typing import Any
 import sentencepiece as spm
 
 from lsmt_core.languages import LANGUAGE_EDITIONS
+from lsmt_core.routes import Route
 from lsmt_core.tags import QUALITY_TAGS, lang_tag
 from lsmt_core.text import normalize_text
 
@@ -30,7 +31,7 @@ class ServedBundle:
         self.name: str = bundle.name
         self.path = Path(bundle.path)
         self.languages: list[str] = list(bundle.manifest.languages)
-        self.routes: list[tuple[str, str]] = [(s, t) for s, t in bundle.routes]
+        self.routes: list[Route] = [Route(s, t) for s, t in bundle.routes]
         self.route_set = set(self.routes)
         self._sp = spm.SentencePieceProcessor(model_file=str(bundle.tokenizer_path))
         limit = getattr(bundle, "max_source_positions", None)
@@ -45,9 +46,9 @@ class ServedBundle:
         return key if key.startswith(f"{self.name}:") else f"{self.name}:{key}"
 
     def engine_key(self, src: str, tgt: str) -> str:
-        return self._keys[(src, tgt)]
+        return self._keys[Route(src, tgt)]
 
-    def routes_of_key(self, key: str) -> list[tuple[str, str]]:
+    def routes_of_key(self, key: str) -> list[Route]:
         return [r for r, k in self._keys.items() if k == key]
 
     @property

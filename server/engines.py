@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from lsmt_core.routes import route_key
+from lsmt_core.routes import Route, route_key
 
 from .bundles import ServedBundle
 from .metrics import Metrics
@@ -79,7 +79,7 @@ class EngineUnavailable(Exception):
 class Engine:
     key: str
     served: ServedBundle
-    route: tuple[str, str]  # the route used to assemble it
+    route: Route  # the route used to assemble it
     state: State = State.UNLOADED
     translator: Any = None
     nbytes: int = 0
@@ -149,7 +149,7 @@ class EngineRegistry:
             m.engines_loaded.labels(tier).set(len(es))
             m.engine_bytes.labels(tier).set(sum(e.nbytes for e in es))
 
-    def _engine(self, served: ServedBundle, route: tuple[str, str]) -> Engine:
+    def _engine(self, served: ServedBundle, route: Route) -> Engine:
         key = served.engine_key(*route)
         e = self.engines.get(key)
         if e is None:
@@ -158,7 +158,7 @@ class EngineRegistry:
 
     # Public API ------------------------------------------------------------------------
 
-    def check(self, served: ServedBundle, route: tuple[str, str]) -> None:
+    def check(self, served: ServedBundle, route: Route) -> None:
         """Raise EngineUnavailable at once when the key failed and its retry is not due."""
         e = self.engines.get(served.engine_key(*route))
         if e is not None and e.state == State.FAILED:
@@ -166,7 +166,7 @@ class EngineRegistry:
             if wait > 0:
                 raise EngineUnavailable(e.key, e.error or "load failed", wait)
 
-    async def acquire(self, served: ServedBundle, route: tuple[str, str]) -> Engine:
+    async def acquire(self, served: ServedBundle, route: Route) -> Engine:
         """The loaded engine for ``route``, with its reference count raised (call release)."""
         e = self._engine(served, route)
         e.waiters += 1

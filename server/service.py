@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lsmt_core.langid import LanguageDetector, SourceGuess
-from lsmt_core.routes import route_key
+from lsmt_core.routes import Route, route_key
 
 from .batching import Batcher, DecodeOptions, Hypothesis, Job, QueueFull, ShuttingDown
 from .bundles import ServedBundle, language_name
@@ -75,7 +75,7 @@ class Sentence:
 
     index: tuple[int, int]
     served: ServedBundle
-    route: tuple[str, str]
+    route: Route
     pieces: list[str]
 
 
@@ -113,7 +113,7 @@ class TranslationService:
         return sorted({lang for b in self.bundles for lang in b.languages})
 
     @property
-    def routes(self) -> list[tuple[str, str]]:
+    def routes(self) -> list[Route]:
         return sorted({r for b in self.bundles for r in b.routes})
 
     def targets_for(self, src: str) -> list[str]:
@@ -248,7 +248,7 @@ class TranslationService:
 
     # Translation -----------------------------------------------------------------------------
 
-    def batcher(self, served: ServedBundle, route: tuple[str, str]) -> Batcher:
+    def batcher(self, served: ServedBundle, route: Route) -> Batcher:
         key = served.engine_key(*route)
         b = self.batchers.get(key)
         if b is None:
@@ -282,7 +282,7 @@ class TranslationService:
             deadline = time.monotonic() + self.settings.request_timeout_s
         if source != AUTO:  # a full queue is refused before the expensive preparation
             served = self.bundle_for(source, target, model)
-            if self.batcher(served, (source, target)).is_full():
+            if self.batcher(served, Route(source, target)).is_full():
                 raise self._queue_full()
         plans = await self._prepare(texts, source, target, model, deadline)
         decode = DecodeOptions(
@@ -362,7 +362,7 @@ class TranslationService:
     @staticmethod
     def _sentences(plans: list[TextPlan], target: str) -> list[Sentence]:
         return [
-            Sentence((i, j), plan.served, (plan.source, target), pieces)
+            Sentence((i, j), plan.served, Route(plan.source, target), pieces)
             for i, plan in enumerate(plans)
             if plan.served is not None
             for j, pieces in enumerate(plan.pieces or [])

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lsmt_core.routes import route_key
+from lsmt_core.routes import Route, route_key
 
 from .bundles import ServedBundle, open_bundle_dirs
 from .engines import EngineRegistry
@@ -35,7 +35,7 @@ class AppState:
     registry: EngineRegistry | None = None
     service: TranslationService | None = None
     executor: ThreadPoolExecutor | None = None
-    warmup_routes: list[tuple[ServedBundle, tuple[str, str]]] = field(default_factory=list)
+    warmup_routes: list[tuple[ServedBundle, Route]] = field(default_factory=list)
     warmup_done: bool = False
     warmup_errors: dict[str, str] = field(default_factory=dict)
     warmup_task: asyncio.Task[None] | None = None
@@ -74,7 +74,7 @@ def damaged_files(st: AppState) -> dict[str, dict[str, str]]:
     return out
 
 
-def warmup_plan(st: AppState) -> list[tuple[ServedBundle, tuple[str, str]]]:
+def warmup_plan(st: AppState) -> list[tuple[ServedBundle, Route]]:
     """The routes to warm up: ``warmup_routes`` (none: the first route of each bundle;
     ``all``: every route); a wanted route no bundle serves is recorded as a warm-up error."""
     wanted = st.settings.warmup_routes
@@ -90,7 +90,7 @@ def warmup_plan(st: AppState) -> list[tuple[ServedBundle, tuple[str, str]]]:
         src, _, tgt = w.partition("-")
         for b in st.bundles:
             if (src, tgt) in b.route_set:
-                plan.append((b, (src, tgt)))
+                plan.append((b, Route(src, tgt)))
                 break
         else:
             st.warmup_errors[w] = "no bundle serves this route"
