@@ -32,7 +32,7 @@ class Bundle:
 
     @property
     def routes(self) -> list[Route]:
-        return [Route(*r) for r in self.manifest.routes]
+        return list(self.manifest.routes)
 
     @property
     def tokenizer_path(self) -> Path:

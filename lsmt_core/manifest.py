@@ -6,6 +6,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from .routes import Route
 from .tags import TagScheme
 
 FORMAT_VERSION: Literal[1] = 1
@@ -140,7 +141,7 @@ class Manifest(_Strict):
     format_version: Literal[1] = FORMAT_VERSION
     name: str
     languages: list[str]
-    routes: list[tuple[str, str]]
+    routes: list[Route]  # stored as [src, tgt] pairs
     architecture: Architecture
     tag_scheme: TagScheme
     tokenizer: TokenizerInfo
