@@ -12,7 +12,6 @@ results.csv and results.png under --out.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import statistics
 import tempfile
@@ -21,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from loadtests.results import write_results
 from lsmt_bundle import load_bundle
 from lsmt_bundle.ct2 import load_translator, save_engine
 from model_export.from_torch import export_bundle
@@ -97,12 +97,7 @@ def main() -> int:
     results["per_route"] = rows
     results["median_assemble_ms"] = statistics.median(r["assemble_ms"] for r in rows)
     results["median_engine_load_ms"] = statistics.median(r["engine_load_ms"] for r in rows)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
-    with open(args.out / "results.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    write_results(args.out, results, rows)
     import matplotlib
 
     matplotlib.use("Agg")

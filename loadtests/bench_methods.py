@@ -18,8 +18,6 @@ and results.csv under --out.
 from __future__ import annotations
 
 import argparse
-import csv
-import json
 import platform
 import statistics
 import time
@@ -28,6 +26,7 @@ from pathlib import Path
 import torch
 
 from loadtests.bench_training import bench_overrides
+from loadtests.results import write_results
 from training.recipe import load_recipe, parse_overrides
 from training.trainer import Trainer
 
@@ -114,11 +113,7 @@ def main(argv: list[str] | None = None) -> dict:
     machine = f"{platform.machine()} CPU, {torch.get_num_threads()} intra-op threads used"
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
     result = {"machine": machine, **settings, "baseline": base, "results": rows}
-    (args.out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
-    with open(args.out / "results.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    write_results(args.out, result, rows)
     print(f"-> {args.out}/results.json, results.csv")
     return result
 

@@ -16,14 +16,13 @@ Needs the recipe's corpus and tokenizer (``make default-model`` builds them firs
 from __future__ import annotations
 
 import argparse
-import csv
-import json
 import platform
 import time
 from pathlib import Path
 
 import torch
 
+from loadtests.results import write_results
 from training.recipe import load_recipe
 from training.step import make_optimizer
 from training.trainer import Trainer
@@ -111,11 +110,7 @@ def main() -> int:
     machine = f"{platform.machine()} CPU, {torch.get_num_threads()} threads available"
     result = {"recipe": args.recipe, "machine": machine, **vars(args), "results": rows}
     result["out"] = str(args.out)
-    (args.out / "results.json").write_text(json.dumps(result, indent=2) + "\n")
-    with open(args.out / "results.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    write_results(args.out, result, rows)
 
     import matplotlib
 

@@ -16,13 +16,12 @@ Portuguese); the full set is https://github.com/MicrosoftTranslator/NTREX.
 from __future__ import annotations
 
 import argparse
-import csv
-import json
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from loadtests.results import write_results
 from lsmt_core.langid import LanguageDetector
 from training.data.testsets import NTREX_DIR
 
@@ -87,12 +86,7 @@ def main(argv: list[str] | None = None) -> int:
                     {"input": length, "language": lang, "served": lang in SERVED,
                      "refuse_at": threshold, "n": len(sample), **rate}
                 )  # fmt: skip
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "detection.json").write_text(json.dumps(rows, indent=1) + "\n")
-    with open(args.out / "detection.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    write_results(args.out, rows, rows, "detection")
     print(
         "input     refuse_at  served: right wrong uncertain refused | others: refused "
         "uncertain served"

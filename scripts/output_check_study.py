@@ -17,8 +17,6 @@ Writes ``output_checks.json`` and ``output_checks.csv`` under ``--out``.
 from __future__ import annotations
 
 import argparse
-import csv
-import json
 import sys
 import time
 from pathlib import Path
@@ -26,6 +24,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from loadtests.results import write_results
 from lsmt_bundle import load_bundle
 from lsmt_bundle.ct2 import load_translator, translate_pieces
 from lsmt_core.langid import LanguageDetector
@@ -169,12 +168,7 @@ def main(argv: list[str] | None = None) -> int:
                   + " ".join(f"{f} {g[f]:.2f}" for f in (*FLAGS[:3], "any")))  # fmt: skip
         print(f"{name:6} retry: {retry}")
     result["seconds"] = time.perf_counter() - t0
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "output_checks.json").write_text(json.dumps(result, indent=1) + "\n")
-    with open(args.out / "output_checks.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(csv_rows[0]))
-        w.writeheader()
-        w.writerows(csv_rows)
+    write_results(args.out, result, csv_rows, "output_checks")
     return 0
 
 
