@@ -6,8 +6,9 @@
 2. The bundle's own outputs (the first ``--sentences`` of NTREX and, with ``--data``, of the
    corpus's held-out Acts per direction), decoded as the server does (int8, beam 4) with each
    decoding setting of ``GUARDS``: chrF, and how often each flag fires.
-3. The server's retry (``output_checks.RETRY``) on the sentences flagged with the default
-   setting: how often it clears the flag, and chrF of those sentences before and after.
+3. The server's retry (``output_checks.RETRY``) on the sentences flagged with the server's
+   default decoding setting (``Settings``): how often it clears a flag, and chrF of those
+   sentences before and after.
 
     python scripts/output_check_study.py --bundle models/default --data data/default_mixed/corpus
 
@@ -31,12 +32,15 @@ from lsmt_core.langid import LanguageDetector
 from lsmt_core.scoring import score
 from server.bundles import ServedBundle
 from server.output_checks import FLAGS, RETRY, sentence_flags
+from server.settings import Settings
 from training.data.testsets import load_testset
 
 # Decoding settings compared: (name, repetition_penalty, no_repeat_ngram_size).
 GUARDS = (("none", 1.0, 0), ("penalty 1.1", 1.1, 0), ("no-repeat 4", 1.0, 4),
           ("penalty 1.1 + no-repeat 4", 1.1, 4))  # fmt: skip
 BEAM = 4
+_settings = Settings()
+DEFAULT_GUARDS = (_settings.repetition_penalty, _settings.no_repeat_ngram_size)
 
 
 def decode(served: ServedBundle, engine, sources: list[list[str]], **options) -> list[list[str]]:
@@ -91,7 +95,7 @@ def study_testset(
             g["hyps"] += [(tgt, served.decode(o)) for o in outs]
             g["refs"] += refs
             g["flags"] += flags
-            if name != "none":
+            if (penalty, no_repeat) != DEFAULT_GUARDS:
                 continue
             flagged = [i for i, f in enumerate(flags) if f]
             if not flagged:

@@ -10,6 +10,7 @@ import pytest
 
 from lsmt_core.langid import LanguageDetector
 from server.output_checks import (
+    RETRY,
     is_length_off,
     is_off_target,
     is_repetition,
@@ -92,8 +93,8 @@ class Result:
 
 class CraftedOutput:
     """The real translator; the first decoding's hypotheses are rewritten by ``craft``
-    (pieces -> pieces). The retry (repetition_penalty > 1) gets the real output, unless
-    ``always``."""
+    (pieces -> pieces). The retry (decoded with ``RETRY``'s settings) gets the real output,
+    unless ``always``."""
 
     def __init__(self, inner, craft, always: bool) -> None:
         self.inner, self.craft, self.always = inner, craft, always
@@ -102,7 +103,11 @@ class CraftedOutput:
     def translate_batch(self, sources, **kwargs):
         self.calls.append(kwargs)
         results = self.inner.translate_batch(sources, **kwargs)
-        if kwargs.get("repetition_penalty", 1.0) > 1.0 and not self.always:
+        retry = (kwargs.get("repetition_penalty"), kwargs.get("no_repeat_ngram_size")) == (
+            RETRY.repetition_penalty,
+            RETRY.no_repeat_ngram_size,
+        )
+        if retry and not self.always:
             return results
         return [Result([self.craft(h) for h in r.hypotheses], list(r.scores)) for r in results]
 
@@ -145,8 +150,12 @@ def test_a_repeating_output_is_decoded_again_and_the_retry_kept(make_server):
         assert r.status_code == 200, r.text
         t = r.json()["translations"][0]
         assert t["warnings"] == []  # the retry fixed it
-        retry = engines[0].calls[-1]
-        assert retry["repetition_penalty"] > 1 and retry["no_repeat_ngram_size"] > 0
+        first, retry = engines[0].calls
+        settings = srv.state.settings
+        assert first["repetition_penalty"] == settings.repetition_penalty
+        assert first["no_repeat_ngram_size"] == settings.no_repeat_ngram_size
+        assert retry["repetition_penalty"] == RETRY.repetition_penalty
+        assert retry["no_repeat_ngram_size"] == RETRY.no_repeat_ngram_size
         # The retry's output is the real engine's: the text no longer repeats itself.
         assert strongest_repeat(words(t["text"]))[0] < 3
         assert metric(c, "lsmt_output_flags_total", "repetition") == 1
