@@ -312,8 +312,10 @@ def _scores(card: CardInputs) -> list[str]:
         "",
         "## Scores",
         "",
-        "The bundle evaluated as served (int8 CTranslate2 engines, beam "
-        f"{shipped['ntrex']['beam']}, `python -m model_export.evaluate --testset NAME`), "
+        "The bundle evaluated with its int8 CTranslate2 engines (beam "
+        f"{shipped['ntrex']['beam']}, no decoding guards: the server adds "
+        "`repetition_penalty` 1.1 and `no_repeat_ngram_size` 4, which raise NTREX chrF by "
+        "about 2.7, docs/server.md; `python -m model_export.evaluate --testset NAME`), "
         "sacreBLEU chrF and BLEU, on "
         + (
             f"the first {sample:,} sentence pairs per direction of each test set"
