@@ -36,6 +36,7 @@ def module_name(index: Index, lang: str | None = None) -> str:
 
 def module_index(name: str) -> Index:
     """The index of a module name: ``shared``, ``src/de`` -> ``src``, ``tgt/fr`` -> ``tgt``."""
+    # module names are written by module_name, so the part before "/" is "src" or "tgt"
     return "shared" if name == "shared" else name.split("/")[0]  # type: ignore[return-value]
 
 

@@ -113,6 +113,7 @@ def block_torch() -> None:
     memory) imports torch when it is installed, as it is in a development environment; the
     server never needs it (int8/float16 conversion is numpy), so it must not pay for it."""
     if "torch" not in sys.modules:
+        # None in sys.modules makes the import raise ImportError (the documented way)
         sys.modules["torch"] = None  # type: ignore[assignment]
 
 

@@ -76,4 +76,5 @@ def install_openapi(app: FastAPI, settings: Settings) -> None:
             app.openapi_schema = build_openapi(app, settings)
         return app.openapi_schema
 
+    # FastAPI's documented way to give an app its own OpenAPI document
     app.openapi = openapi  # type: ignore[method-assign]
