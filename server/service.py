@@ -222,7 +222,7 @@ class TranslationService:
         detected = {"language": guess.language, "confidence": round(guess.confidence, 4)}
         where = {} if index is None else {"index": index}
         looks = (
-            f"The text{'' if index is None else f' {index}'} looks like "
+            f"{'The text' if index is None else f'Text {index}'} looks like "
             f"{language_name(guess.language)} ({guess.language}, confidence "
             f"{guess.confidence:.2f})"
         )
@@ -339,7 +339,8 @@ class TranslationService:
                 raise TimeoutError
             src, conf, uncertain = source, None, False
             if source == AUTO:
-                guess = self.detect(text, target, model, index=i)
+                # a text is named by its index only in a request of several
+                guess = self.detect(text, target, model, index=i if len(texts) > 1 else None)
                 src, conf, uncertain = guess.language, guess.confidence, guess.status != "served"
             if src == target:  # already in the target language
                 plans.append(TextPlan(src, conf, uncertain))

@@ -240,12 +240,13 @@ def test_auto_refuses_a_language_nobody_serves_and_names_it(client, text, langua
     assert e["detected"]["language"] == language and e["detected"]["confidence"] >= 0.5
     assert e["allowed"] == ["de", "en", "fr"] and e["parameter"] == "source"
     assert f"({language}, confidence" in e["message"] and "de, en, fr" in e["message"]
+    assert e["message"].startswith("The text looks like") and "index" not in e  # one text
 
 
 def test_auto_names_the_text_that_is_refused(client):
     e = err(tr(client, text=[DE, UNSERVED[1][0]], source="auto", target="en"), 400,
             "unsupported_language")  # fmt: skip
-    assert e["index"] == 1 and "text 1 looks like" in e["message"]
+    assert e["index"] == 1 and e["message"].startswith("Text 1 looks like Japanese (ja, ")
 
 
 def test_auto_with_a_short_unclear_text_translates_and_says_it_was_unsure(client):
