@@ -131,9 +131,12 @@ def _factory(tiny_bundle):
     def make(bundle_dirs=None, loader=None, **overrides) -> LiveServer:
         overrides.setdefault("warmup_routes", [])
         # The tiny model is degenerate by design (300 steps): output checks would decode
-        # nearly every sentence twice and change what the other tests count and time.
-        # test_server_output_checks turns them on.
+        # nearly every sentence twice and change what the other tests count and time, and the
+        # decoding guards turn its loops into one output for different texts (the ordering
+        # tests need them apart). test_server_output_checks turns the checks on.
         overrides.setdefault("output_checks", False)
+        overrides.setdefault("repetition_penalty", 1.0)
+        overrides.setdefault("no_repeat_ngram_size", 0)
         settings = Settings(bundles=bundle_dirs or [tiny_bundle], device="cpu", **overrides)
         srv = LiveServer(create_app(settings, loader=loader)).start()
         servers.append(srv)

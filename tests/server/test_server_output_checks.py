@@ -17,7 +17,9 @@ from server.output_checks import (
     sentence_flags,
     strongest_repeat,
 )
+from server.settings import Settings
 
+GUARDS = ("repetition_penalty", "no_repeat_ngram_size")
 EN = "And Jesus said unto them, Follow me, and I will make you fishers of men."
 
 
@@ -144,16 +146,18 @@ def metric(client, name: str, label: str) -> float:
 @pytest.mark.integration
 def test_a_repeating_output_is_decoded_again_and_the_retry_kept(make_server):
     engines: list[CraftedOutput] = []
-    srv = make_server(loader=crafted_loader(said_three_times, engines=engines), output_checks=True)
+    # The server's own decoding guards (the test factory turns them off for the tiny model).
+    guards = {name: Settings.model_fields[name].default for name in GUARDS}
+    assert guards == {"repetition_penalty": 1.1, "no_repeat_ngram_size": 4}
+    loader = crafted_loader(said_three_times, engines=engines)
+    srv = make_server(loader=loader, output_checks=True, **guards)
     with srv.client() as c:
         r = c.post("/v1/translate", json={"text": EN, "source": "en", "target": "fr"})
         assert r.status_code == 200, r.text
         t = r.json()["translations"][0]
         assert t["warnings"] == []  # the retry fixed it
         first, retry = engines[0].calls
-        settings = srv.state.settings
-        assert first["repetition_penalty"] == settings.repetition_penalty
-        assert first["no_repeat_ngram_size"] == settings.no_repeat_ngram_size
+        assert {name: first[name] for name in GUARDS} == guards
         assert retry["repetition_penalty"] == RETRY.repetition_penalty
         assert retry["no_repeat_ngram_size"] == RETRY.no_repeat_ngram_size
         # The retry's output is the real engine's: the text no longer repeats itself.
