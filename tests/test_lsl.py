@@ -16,6 +16,7 @@ from training.checkpoint import load_checkpoint, save_checkpoint
 from training.lsl import main as lsl_main
 from training.lsl import parameter_counts
 from training.model import LanguageSpecificConfig, ModelConfig, Route, build_model
+from training.model.layers import Conditioning
 from training.model.nas import CHOICES, SearchLayer, select_architecture
 from training.recipe import load_recipe
 from training.step import train_step
@@ -127,7 +128,7 @@ def test_effective_parameters_per_route_equal_the_baseline(ls: dict, sharing: st
     # ... and that is exactly what one forward/backward of the route touches
     lsl.zero_grad(set_to_none=True)
     b = batch(DE_FR)
-    lsl(b.src, b.tgt_in, DE_FR).sum().backward()
+    lsl(b.src, b.tgt_in, DE_FR).logits.sum().backward()
     used = sum(p.numel() for p in lsl.parameters() if p.grad is not None)
     assert used == dense_route
 
@@ -200,16 +201,17 @@ def test_search_layer_computes_equation_1():
         layer.mix_logits.copy_(torch.tensor([0.3, -0.2, 1.1]))
     x = torch.randn(2, 5, 16)
     mask = torch.ones(2, 1, 1, 5, dtype=torch.bool)
+    de_fr = Conditioning(DE_FR)
     w = torch.softmax(layer.mix_logits, 0)
     expected = (
-        w[0] * layer.shared(x, mask, DE_FR)
-        + w[1] * layer.specific.by_lang["de"](x, mask, DE_FR)
-        + w[2] * layer.specific.by_lang["fr"](x, mask, DE_FR)
+        w[0] * layer.shared(x, mask, de_fr)
+        + w[1] * layer.specific.by_lang["de"](x, mask, de_fr)
+        + w[2] * layer.specific.by_lang["fr"](x, mask, de_fr)
     )
-    torch.testing.assert_close(layer(x, mask, DE_FR), expected)
+    torch.testing.assert_close(layer(x, mask, de_fr), expected)
     # the copies differ, so the source and target paths are really different layers
     assert not torch.allclose(
-        layer.specific.by_lang["de"](x, mask, DE_FR), layer.specific.by_lang["fr"](x, mask, DE_FR)
+        layer.specific.by_lang["de"](x, mask, de_fr), layer.specific.by_lang["fr"](x, mask, de_fr)
     )
     # route accounting: shared + the src copy + the tgt copy of every search layer
     dense = build_model(cfg(decoder_sharing="separate"), 40, LANGS)
@@ -325,5 +327,5 @@ def test_dense_initialisation_copies_weights_exactly(name, lsl_corpus, lsl_token
     b = batch(Route("de", "en"), vocab=trainer.model.vocab_size)
     for route in trainer.data.routes:
         torch.testing.assert_close(
-            trainer.model(b.src, b.tgt_in, route), dense_net(b.src, b.tgt_in, route)
+            trainer.model(b.src, b.tgt_in, route).logits, dense_net(b.src, b.tgt_in, route).logits
         )

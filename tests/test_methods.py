@@ -35,7 +35,7 @@ def model_pair(**kw):
 def logits(model, route=DE_EN, seed=0):
     b = batch(route, VOCAB, seed=seed)
     with torch.no_grad():
-        return model(b.src, b.tgt_in, route)
+        return model(b.src, b.tgt_in, route).logits
 
 
 @pytest.mark.parametrize(
@@ -69,7 +69,7 @@ def _grads(model, route):
                 p.normal_(std=0.1)
     b = batch(route, VOCAB)
     model.zero_grad()
-    loss, _ = label_smoothed_nll(model(b.src, b.tgt_in, route), b.gold, 0.1)
+    loss, _ = label_smoothed_nll(model(b.src, b.tgt_in, route).logits, b.gold, 0.1)
     loss.backward()
     return {n: p.grad for n, p in model.named_parameters()}
 
@@ -140,6 +140,28 @@ def test_fd_step_trains_both_paths_and_the_shared_pair():
     assert "encoder.layers.0.ffn.fc1.lms_shared_f.weight" in moved
     assert "encoder.layers.0.ffn.fc1.lms_f.by_lang.en.weight" in moved
     assert "encoder.layers.0.ffn.fc1.lms_f.by_lang.de.weight" not in moved
+
+
+def test_fd_forward_returns_both_paths_and_their_symmetric_kl():
+    """The training forward of an FD model is eq. 3/4's ingredients: the language-specific
+    path's logits, the shared path's, and their symmetric KL as an auxiliary loss."""
+    _, model = model_pair(lms={"rank": 2, "fuse_distill": True})
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            if ".lms_f." in n or ".lms_shared_f." in n:
+                p.normal_(std=0.1)  # W_f = 0 at initialisation would make the paths equal
+    b = batch(DE_EN, VOCAB)
+    with torch.no_grad():
+        out = model.train()(b.src, b.tgt_in, DE_EN)  # tiny models have no dropout
+        model.eval()
+        ls = model(b.src, b.tgt_in, DE_EN)
+        with lms_path(model, SHARED_PATH):
+            shared = model(b.src, b.tgt_in, DE_EN)
+    assert not ls.also_scored and not ls.aux_losses  # evaluation runs one path
+    assert torch.equal(out.logits, ls.logits) and torch.equal(out.also_scored[0], shared.logits)
+    assert not torch.allclose(ls.logits, shared.logits, atol=1e-3)
+    want = symmetric_kl(ls.logits.flatten(0, 1), shared.logits.flatten(0, 1))
+    assert out.aux_losses["fuse_distill_kl"].item() == pytest.approx(want.item(), rel=1e-5)
 
 
 @pytest.mark.parametrize("places", [["decoder_self"], ["encoder_self", "decoder_cross"]])

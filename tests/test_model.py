@@ -10,6 +10,7 @@ from tests.tiny import tiny_model_config
 from training.batching import Batch
 from training.checkpoint import init_from_checkpoint
 from training.model import Route, build_model
+from training.model.layers import Conditioning
 from training.search import beam_search, greedy_search
 from training.step import label_smoothed_nll, train_step
 
@@ -34,16 +35,16 @@ def test_shapes_and_padding_mask(pre_norm: bool, sharing: str):
     gen = torch.Generator().manual_seed(1)
     src = rand_src(3, 7, 50, gen)
     tgt = torch.cat([torch.full((3, 1), BOS_ID), rand_src(3, 5, 50, gen)], dim=1)
-    logits = model(src, tgt, DE_EN)
+    logits = model(src, tgt, DE_EN).logits
     assert logits.shape == (3, 6, 50)
     # extra padding columns change nothing
     padded = torch.cat([src, torch.zeros(3, 4, dtype=torch.long)], dim=1)
-    torch.testing.assert_close(model(padded, tgt, DE_EN), logits, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(model(padded, tgt, DE_EN).logits, logits, rtol=1e-5, atol=1e-5)
     # row 0 shortened by padding == row 0 alone, unpadded
     src2 = src.clone()
     src2[0, 4:] = PAD_ID
-    alone = model(src2[:1, :4], tgt[:1], DE_EN)
-    torch.testing.assert_close(model(src2, tgt, DE_EN)[:1], alone, rtol=1e-5, atol=1e-5)
+    alone = model(src2[:1, :4], tgt[:1], DE_EN).logits
+    torch.testing.assert_close(model(src2, tgt, DE_EN).logits[:1], alone, rtol=1e-5, atol=1e-5)
     # encoder states at padded positions are invisible to the decoder
     memory, mask = model.encode(src2, DE_EN)
     noisy = memory.clone()
@@ -64,11 +65,11 @@ def test_causal_mask():
     gen = torch.Generator().manual_seed(2)
     src = rand_src(2, 6, 50, gen)
     tgt = torch.cat([torch.full((2, 1), BOS_ID), rand_src(2, 7, 50, gen)], dim=1)
-    base = model(src, tgt, DE_EN)
+    base = model(src, tgt, DE_EN).logits
     for j in (1, 4, 7):
         changed = tgt.clone()
         changed[:, j] = (changed[:, j] + 7) % 46 + 4
-        out = model(src, changed, DE_EN)
+        out = model(src, changed, DE_EN).logits
         torch.testing.assert_close(out[:, :j], base[:, :j], rtol=1e-5, atol=1e-5)
         assert not torch.allclose(out[:, j:], base[:, j:])  # the future does see it
 
@@ -78,7 +79,7 @@ def test_routes_use_their_own_decoder():
     model = build_model(tiny_model_config(decoder_sharing="separate"), 50, LANGS).eval()
     src = rand_src(2, 5, 50, torch.Generator().manual_seed(3))
     tgt = torch.full((2, 1), BOS_ID)
-    a, b = model(src, tgt, Route("de", "en")), model(src, tgt, Route("de", "fr"))
+    a, b = model(src, tgt, Route("de", "en")).logits, model(src, tgt, Route("de", "fr")).logits
     assert not torch.allclose(a, b)
     shared = build_model(tiny_model_config(), 50, LANGS)
     dec = sum(p.numel() for p in shared.decoder.parameters())
@@ -226,8 +227,9 @@ def test_shallow_init_from_6_6(sharing: str):
     x = rand_src(2, 5, 30, torch.Generator().manual_seed(4))
     h = deep.embed(x)
     mask = (x != PAD_ID)[:, None, None, :]
+    cond = Conditioning(DE_EN)
     for layer in deep.encoder.layers:
-        h = layer(layer(h, mask, DE_EN), mask, DE_EN)
+        h = layer(layer(h, mask, cond), mask, cond)
     h = deep.encoder.final_norm(h)
     torch.testing.assert_close(shallow.encode(x, DE_EN)[0], h)
 
@@ -248,7 +250,7 @@ def test_copy_init_fills_language_specific_copies():
             assert torch.equal(t, dense.encoder.layers[1].state_dict()[name])
     x = rand_src(2, 5, 30, torch.Generator().manual_seed(4))
     y = torch.full((2, 3), BOS_ID)
-    torch.testing.assert_close(lsl.eval()(x, y, DE_EN), dense.eval()(x, y, DE_EN))
+    torch.testing.assert_close(lsl.eval()(x, y, DE_EN).logits, dense.eval()(x, y, DE_EN).logits)
 
 
 def test_init_rejects_mismatch():

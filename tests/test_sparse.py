@@ -12,7 +12,7 @@ from tests.tiny import tiny_model_config
 from training.batching import make_batch
 from training.checkpoint import load_checkpoint
 from training.model import Route, build_model
-from training.model.layers import FeedForwardBlock
+from training.model.layers import Conditioning, FeedForwardBlock
 from training.model.sparse import (
     SparseTransformer,
     disparity_loss,
@@ -101,6 +101,19 @@ def test_auxiliary_loss_is_the_weighted_sum_of_the_phase():
     assert aux.detach().item() == pytest.approx(float(want.detach()), rel=1e-5)
 
 
+def test_training_forward_returns_the_gates_loss_weighted_by_target_tokens():
+    model = sparse_model().train()
+    b = _batch(Route("de", "en"))
+    torch.manual_seed(5)
+    out = model(b.src, b.tgt_in, b.route)
+    torch.manual_seed(5)  # the same samples: encoder gates first, then the decoder's
+    _, enc = model.sparse_scores.sample("encoder", 0)
+    _, dec = model.sparse_scores.sample("decoder", 0)
+    want = (enc + dec).item() * b.ntokens
+    assert out.aux_losses["gates"].item() == pytest.approx(want, rel=1e-5)
+    assert not model.eval()(b.src, b.tgt_in, b.route).aux_losses  # inference: no samples
+
+
 # -- a zero score contributes nothing ---------------------------------------------------------
 
 
@@ -135,26 +148,31 @@ def test_unselected_layer_head_and_block_contribute_nothing():
         ffn.fc1.weight[32:] += 1.0
         ffn.fc1.bias[32:] += 1.0
         ffn.fc2.weight[:, 32:] += 1.0
-        assert torch.equal(model(b.src, b.tgt_in, route), original(b.src, b.tgt_in, route))
+        assert torch.equal(
+            model(b.src, b.tgt_in, route).logits, original(b.src, b.tgt_in, route).logits
+        )
         # a language that keeps those components sees the changes (the test can fail)
         en = Route("en", "de")
-        assert not torch.allclose(model(b.src, b.tgt_in, en), original(b.src, b.tgt_in, en))
+        assert not torch.allclose(
+            model(b.src, b.tgt_in, en).logits, original(b.src, b.tgt_in, en).logits
+        )
 
 
 def test_ffn_block_gate_is_equation_6_and_zero_equals_slicing():
     torch.manual_seed(0)
     block = FeedForwardBlock(8, 16, "relu", True, 1e-5, 0.0).eval()
     x = torch.randn(2, 3, 8)
-    block.block_gate = torch.tensor([0.5, 0.0, 1.0, 0.25])
-    beta = block.block_gate.repeat_interleave(4)
+    cond = Conditioning(Route("de", "en"))
+    block_gate = torch.tensor([0.5, 0.0, 1.0, 0.25])
+    beta = block_gate.repeat_interleave(4)
     w1, b1, w2, b2 = block.fc1.weight, block.fc1.bias, block.fc2.weight, block.fc2.bias
     h = torch.relu(x @ (w1.T * beta) + b1)
     want = h @ (beta[:, None] * w2.T) + b2
-    assert torch.allclose(block.transform(x), want, atol=1e-6)
-    block.block_gate = torch.tensor([1.0, 0.0, 1.0, 0.0])
+    assert torch.allclose(block.transform(x, cond, block_gate), want, atol=1e-6)
+    block_gate = torch.tensor([1.0, 0.0, 1.0, 0.0])
     keep = torch.tensor([i for i in range(16) if i // 4 in (0, 2)])
     sliced = torch.relu(x @ w1[keep].T + b1[keep]) @ w2[:, keep].T + b2
-    assert torch.allclose(block.transform(x), sliced, atol=1e-6)
+    assert torch.allclose(block.transform(x, cond, block_gate), sliced, atol=1e-6)
 
 
 # -- the two phases and the budget ------------------------------------------------------------

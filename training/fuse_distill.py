@@ -8,6 +8,10 @@ W, the distillation term is the symmetric KL of eq. 4, with gradients into both 
 
 CE is the run's regular (label-smoothed) loss. Like that loss, every term is summed over the
 batch's target tokens; :func:`training.step.train_step` divides by the update's token count.
+The model's training forward runs both paths and returns the KL among its auxiliary losses
+(``Seq2SeqTransformer.forward``), and the step averages the two cross entropies, so the step
+computes exactly :class:`FDTerms`' loss without knowing the method; ``fd_terms`` writes the
+equation out for the tests.
 """
 
 from __future__ import annotations

@@ -176,6 +176,6 @@ def teacher_forced_log_probs(
     """Log-probability of each token of ``tgt_ids`` + EOS for one source row (1, S)."""
     model.eval()
     tgt_in = torch.tensor([[BOS_ID, *tgt_ids]], dtype=torch.long, device=src_ids.device)
-    lp = _log_probs(model(src_ids, tgt_in, route)[0], allowed)
+    lp = _log_probs(model(src_ids, tgt_in, route).logits[0], allowed)
     gold = [*tgt_ids, EOS_ID]
     return [lp[t, tok].item() for t, tok in enumerate(gold)]

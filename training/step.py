@@ -6,6 +6,12 @@ of target tokens of the whole update (all micro-batches, all ranks), so accumula
 give the gradient of one big batch. With ``data.target_vocab.restrict_output`` the softmax
 covers only the target language's pieces (:class:`OutputVocabulary`), as the exported,
 vocabulary-sliced engine does.
+
+The step does not know which method a model uses: the forward pass returns a
+:class:`~training.model.transformer.ModelOutput`, and the loss is the mean cross entropy of
+its predictions (two with Fuse Distillation) plus its named auxiliary losses (the FD KL, the
+sparse gates' losses), all summed over target tokens. The reported loss and NLL are the
+cross entropy's: the mean over the predictions and the first prediction's.
 """
 
 from __future__ import annotations
@@ -24,8 +30,6 @@ from lsmt_core.routes import Route
 from lsmt_core.tags import PAD_ID
 
 from .batching import Batch
-from .fuse_distill import fd_terms
-from .model.lms import SHARED_PATH, fuse_distill_enabled, lms_path
 
 if TYPE_CHECKING:
     from .recipe import Recipe
@@ -170,20 +174,17 @@ def train_step(
             if output_vocab is not None:
                 rows, gold = output_vocab.restrict(b.route, b.gold)
             with amp:
-                logits = model(b.src, b.tgt_in, b.route, rows)
+                out = model(b.src, b.tgt_in, b.route, rows)
             keep = b.gold != PAD_ID
-            loss, nll = label_smoothed_nll(logits, gold, label_smoothing, keep=keep)
-            if fuse_distill_enabled(model):  # LMS paper eq. 3/4: the shared path as well
-                with amp, lms_path(model, SHARED_PATH):
-                    shared = model(b.src, b.tgt_in, b.route, rows)
-                loss_s, _ = label_smoothed_nll(shared, gold, label_smoothing, keep=keep)
-                loss = fd_terms(logits, shared, loss, loss_s, keep).loss
-            scaled = loss * scale
-            aux = getattr(getattr(model, "module", model), "aux_loss", None)  # DDP wraps
-            if aux is not None:
-                # per-update auxiliary losses (sparse model): each micro-batch's sample weighted
-                # by its share of the update's tokens, so the sum is one aux loss per update
-                scaled = scaled + aux.float() * b.ntokens * scale
+            # the cross entropy of every prediction the forward made (one per path), averaged
+            scored = [
+                label_smoothed_nll(logits, gold, label_smoothing, keep=keep)
+                for logits in (out.logits, *out.also_scored)
+            ]
+            loss = sum(ce for ce, _ in scored) / len(scored)
+            nll = scored[0][1]
+            total = loss + sum(aux.float() for aux in out.aux_losses.values())
+            scaled = total * scale
             (scaler.scale(scaled) if scaler is not None else scaled).backward()
         loss_sum += loss.detach().double()
         nll_sum += nll.detach().double()

@@ -3,11 +3,17 @@
 A block that depends on the language is wrapped in :class:`LanguageSpecific`; callers resolve
 it for the batch's route with :func:`resolve`. Parameter names then read
 ``...<name>.by_lang.<lang>...``, which is how the exporter finds the per-language modules.
+
+What a forward pass is conditioned on travels as arguments, never as state set on modules:
+the :class:`Conditioning` (route, LMS path) reaches every block and projection as the keyword
+``cond`` (the method terms of ``lms.py`` and ``laa.py`` read it from there), and the sparse
+model's scores reach a block as its :class:`BlockGates`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -16,6 +22,48 @@ from torch import nn
 from lsmt_core.routes import Index, Route
 
 BY_LANG = ".by_lang."
+LS_PATH, SHARED_PATH = "ls", "shared"
+
+
+def check_lms_path(path: str) -> str:
+    if path not in (LS_PATH, SHARED_PATH):
+        raise ValueError(f"LMS path {path!r} is not {LS_PATH!r} or {SHARED_PATH!r}")
+    return path
+
+
+@dataclass(frozen=True)
+class Conditioning:
+    """What the language-conditioned parts of one forward pass read: the batch's route
+    (batches are homogeneous in their route) and, for LMS with Fuse Distillation, the path:
+    the language-specific factors (``ls``) or the shared pair (``shared``)."""
+
+    route: Route
+    lms_path: str = LS_PATH
+
+    def __post_init__(self) -> None:
+        check_lms_path(self.lms_path)
+
+
+@dataclass(frozen=True)
+class BlockGates:
+    """Sparse-model scores of one block (Sparse paper): ``units`` weigh its attention heads
+    (heads,) (eq. 5) or the blocks of its FFN's inner dimension (K,) (eq. 6), ``layer`` (a
+    scalar) its whole residual branch (eq. 7); None leaves that part ungated."""
+
+    units: torch.Tensor | None = None
+    layer: torch.Tensor | None = None
+
+
+@dataclass(frozen=True)
+class LayerGates:
+    """The :class:`BlockGates` of one layer's blocks (``cross_attn``: decoder layers only)."""
+
+    self_attn: BlockGates
+    ffn: BlockGates
+    cross_attn: BlockGates | None = None
+
+
+NO_GATES = BlockGates()
 
 
 def split_language_specific(param_name: str) -> tuple[str, str, str] | None:
@@ -71,18 +119,22 @@ def resolve(module: nn.Module, route: Route) -> nn.Module:
 KVCache = dict[str, torch.Tensor]
 
 
+class Projection(nn.Linear):
+    """A block's linear map. It takes the pass's :class:`Conditioning` as the keyword ``cond``
+    so that the methods' terms (LMS low-rank products, LAA matrices), registered as forward
+    hooks with keyword arguments, read the route from the call itself. Its parameters are
+    ``nn.Linear``'s, so the dense names (``fc1.weight``) stay what the exporter expects."""
+
+    def forward(self, x: torch.Tensor, *, cond: Conditioning | None = None) -> torch.Tensor:
+        return super().forward(x)
+
+
 class AttentionBlock(nn.Module):
     """Multi-head attention with its layer norm and residual connection.
 
     The norm lives inside the block so that a language-specific attention block (LS-attention)
     carries its own norm, as CTranslate2's attention spec does.
     """
-
-    # Scores of the sparse model (``training.model.sparse`` installs them for a route; None =
-    # dense): ``head_gate`` (heads,) weighs each head's output (Sparse eq. 5), ``layer_gate``
-    # (scalar) the whole residual branch (eq. 7).
-    head_gate: torch.Tensor | None = None
-    layer_gate: torch.Tensor | None = None
 
     def __init__(
         self,
@@ -98,10 +150,10 @@ class AttentionBlock(nn.Module):
         self.head_dim = d_model // heads
         self.pre_norm = pre_norm
         self.attention_dropout = attention_dropout
-        self.q_proj = nn.Linear(d_model, d_model)
-        self.k_proj = nn.Linear(d_model, d_model)
-        self.v_proj = nn.Linear(d_model, d_model)
-        self.out_proj = nn.Linear(d_model, d_model)
+        self.q_proj = Projection(d_model, d_model)
+        self.k_proj = Projection(d_model, d_model)
+        self.v_proj = Projection(d_model, d_model)
+        self.out_proj = Projection(d_model, d_model)
         self.norm = nn.LayerNorm(d_model, eps=eps)
         self.dropout = nn.Dropout(dropout)
 
@@ -112,17 +164,20 @@ class AttentionBlock(nn.Module):
     def attend(
         self,
         query: torch.Tensor,
+        cond: Conditioning,
         memory: torch.Tensor | None,
         mask: torch.Tensor | None,
         cache: KVCache | None,
         static_kv: bool,
+        head_gate: torch.Tensor | None,
     ) -> torch.Tensor:
         source = query if memory is None else memory
-        q = self._split(self.q_proj(query))
+        q = self._split(self.q_proj(query, cond=cond))
         if cache is not None and static_kv and "k" in cache:
             k, v = cache["k"], cache["v"]
         else:
-            k, v = self._split(self.k_proj(source)), self._split(self.v_proj(source))
+            k = self._split(self.k_proj(source, cond=cond))
+            v = self._split(self.v_proj(source, cond=cond))
             if cache is not None:
                 if not static_kv and "k" in cache:
                     k = torch.cat([cache["k"], k], dim=2)
@@ -130,38 +185,38 @@ class AttentionBlock(nn.Module):
                 cache["k"], cache["v"] = k, v
         p = self.attention_dropout if self.training else 0.0
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
-        if self.head_gate is not None:
-            out = out * self.head_gate.to(out.dtype)[None, :, None, None]
+        if head_gate is not None:
+            out = out * head_gate.to(out.dtype)[None, :, None, None]
         b, _, t, _ = out.shape
-        return self.out_proj(out.transpose(1, 2).reshape(b, t, -1))
+        return self.out_proj(out.transpose(1, 2).reshape(b, t, -1), cond=cond)
 
     def forward(
         self,
         x: torch.Tensor,
+        *,
+        cond: Conditioning,
         memory: torch.Tensor | None = None,
         mask: torch.Tensor | None = None,
         cache: KVCache | None = None,
         static_kv: bool = False,
+        gates: BlockGates = NO_GATES,
     ) -> torch.Tensor:
         """Attention of ``x`` over ``memory`` (self-attention when memory is None).
 
         ``mask`` is boolean, broadcastable to (batch, heads, q_len, k_len), True = may attend.
         ``cache`` holds keys/values: appended to for incremental self-attention, computed once
-        and reused when ``static_kv`` (cross-attention over the encoder output).
+        and reused when ``static_kv`` (cross-attention over the encoder output). ``gates``
+        (sparse model, pre-norm only) weigh the heads and the residual branch.
         """
         if self.pre_norm:
-            out = self.attend(self.norm(x), memory, mask, cache, static_kv)
-            return x + self.dropout(_gated(out, self.layer_gate))
-        return self.norm(x + self.dropout(self.attend(x, memory, mask, cache, static_kv)))
+            out = self.attend(self.norm(x), cond, memory, mask, cache, static_kv, gates.units)
+            return x + self.dropout(_gated(out, gates.layer))
+        out = self.attend(x, cond, memory, mask, cache, static_kv, gates.units)
+        return self.norm(x + self.dropout(out))
 
 
 class FeedForwardBlock(nn.Module):
     """Position-wise feed-forward network with its layer norm and residual connection."""
-
-    # Sparse model scores (see AttentionBlock): ``block_gate`` (K,) for the K blocks of the
-    # inner dimension (Sparse eq. 6), ``layer_gate`` for the residual branch (eq. 7).
-    block_gate: torch.Tensor | None = None
-    layer_gate: torch.Tensor | None = None
 
     def __init__(
         self,
@@ -174,28 +229,32 @@ class FeedForwardBlock(nn.Module):
     ):
         super().__init__()
         self.pre_norm = pre_norm
-        self.fc1 = nn.Linear(d_model, ffn_dim)
-        self.fc2 = nn.Linear(ffn_dim, d_model)
+        self.fc1 = Projection(d_model, ffn_dim)
+        self.fc2 = Projection(ffn_dim, d_model)
         self.activation = F.relu if activation == "relu" else F.gelu
         self.norm = nn.LayerNorm(d_model, eps=eps)
         self.inner_dropout = nn.Dropout(dropout)
         self.dropout = nn.Dropout(dropout)
 
-    def transform(self, x: torch.Tensor) -> torch.Tensor:
-        if self.block_gate is None:
-            return self.fc2(self.inner_dropout(self.activation(self.fc1(x))))
+    def transform(
+        self, x: torch.Tensor, cond: Conditioning, block_gate: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        if block_gate is None:
+            h = self.activation(self.fc1(x, cond=cond))
+            return self.fc2(self.inner_dropout(h), cond=cond)
         # eq. 6 as written: W1's columns and W2's rows scaled by the block scores, b1 not; a
         # block scored 0 then adds nothing, exactly as if sliced out of both matrices.
-        beta = self.block_gate.to(x.dtype).repeat_interleave(
-            self.fc1.out_features // len(self.block_gate)
-        )
+        beta = block_gate.to(x.dtype).repeat_interleave(self.fc1.out_features // len(block_gate))
         h = self.activation(F.linear(x, self.fc1.weight) * beta + self.fc1.bias)
-        return self.fc2(self.inner_dropout(h * beta))
+        return self.fc2(self.inner_dropout(h * beta), cond=cond)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, *, cond: Conditioning, gates: BlockGates = NO_GATES
+    ) -> torch.Tensor:
         if self.pre_norm:
-            return x + self.dropout(_gated(self.transform(self.norm(x)), self.layer_gate))
-        return self.norm(x + self.dropout(self.transform(x)))
+            out = self.transform(self.norm(x), cond, gates.units)
+            return x + self.dropout(_gated(out, gates.layer))
+        return self.norm(x + self.dropout(self.transform(x, cond, gates.units)))
 
 
 def _gated(branch: torch.Tensor, gate: torch.Tensor | None) -> torch.Tensor:

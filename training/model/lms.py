@@ -7,15 +7,14 @@ low-rank matrix is formed first and then applied, as the paper does (Limitations
 O(d (r + c)), is small next to the O(r c) product.
 
 Which factors a forward uses depends on the batch's route and on the path (``ls`` or, with Fuse
-Distillation, ``shared``); both are held in one :class:`Conditioning` the model binds on every
-``encode``/``decode`` call (batches are homogeneous in their route, paper section 5).
+Distillation, ``shared``): the hook reads both from the :class:`Conditioning` the linear is
+called with (batches are homogeneous in their route, paper section 5).
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -24,19 +23,20 @@ from torch import nn
 from lsmt_core.routes import Route
 
 from .config import LMSConfig
-from .layers import AttentionBlock, FeedForwardBlock, LanguageSpecific
+from .layers import (
+    LS_PATH,
+    SHARED_PATH,
+    AttentionBlock,
+    Conditioning,
+    FeedForwardBlock,
+    LanguageSpecific,
+    check_lms_path,
+)
 
-LS_PATH, SHARED_PATH = "ls", "shared"
+__all__ = ["LS_PATH", "SHARED_PATH", "attach_lms", "factors", "lms_path", "lms_targets"]
+
 FFN_LINEARS = ("fc1", "fc2")
 ATTENTION_LINEARS = ("q_proj", "k_proj", "v_proj", "out_proj")
-
-
-@dataclass
-class Conditioning:
-    """What the language-conditioned hooks read: the current route and the LMS path."""
-
-    route: Route | None = None
-    path: str = LS_PATH
 
 
 class Factor(nn.Module):
@@ -63,7 +63,7 @@ def lms_targets(model: nn.Module, cfg: LMSConfig) -> list[str]:
     return names
 
 
-def attach_lms(model: nn.Module, cfg: LMSConfig, languages: list[str], state: Conditioning):
+def attach_lms(model: nn.Module, cfg: LMSConfig, languages: list[str]) -> list[str]:
     """Give every target linear its factors (initialised as section 2.2: W_v Gaussian, W_f
     zero, so the model starts as the dense one) and the hook that adds ``W_v W_f``."""
     if not cfg.rank:
@@ -83,7 +83,7 @@ def attach_lms(model: nn.Module, cfg: LMSConfig, languages: list[str], state: Co
         if cfg.fuse_distill:
             linear.lms_shared_v = Factor(rows, cfg.rank, std)
             linear.lms_shared_f = Factor(cfg.rank, cols, 0.0)
-        linear.register_forward_hook(_hook(linear, state))
+        linear.register_forward_hook(_hook(linear), with_kwargs=True)
     return targets
 
 
@@ -94,11 +94,12 @@ def factors(linear: nn.Module, route: Route, path: str) -> tuple[torch.Tensor, t
     return linear.lms_v.select(route).weight, linear.lms_f.select(route).weight
 
 
-def _hook(linear: nn.Module, state: Conditioning):
-    def add_low_rank(module: nn.Module, args: tuple, out: torch.Tensor) -> torch.Tensor:
-        if state.route is None:
-            raise RuntimeError("LMS linear called without a route: use the model's encode/decode")
-        v, f = factors(linear, state.route, state.path)
+def _hook(linear: nn.Module):
+    def add_low_rank(module: nn.Module, args: tuple, kwargs: dict, out: torch.Tensor):
+        cond: Conditioning | None = kwargs.get("cond")
+        if cond is None:
+            raise RuntimeError("LMS linear called without `cond`: use the model's encode/decode")
+        v, f = factors(linear, cond.route, cond.lms_path)
         # (x f^T) v^T, not x (v f)^T: two thin products instead of a full-size matrix and a
         # second full-size product (the same sum; export fuses v f into W once per route).
         return out + F.linear(F.linear(args[0], f), v)
@@ -108,17 +109,10 @@ def _hook(linear: nn.Module, state: Conditioning):
 
 @contextlib.contextmanager
 def lms_path(model: nn.Module, path: str) -> Iterator[None]:
-    """Run ``model`` (or its DDP wrapper) on LMS path ``ls`` or ``shared`` inside the block."""
-    state: Conditioning = getattr(model, "module", model).conditioning
-    if path not in (LS_PATH, SHARED_PATH):
-        raise ValueError(f"LMS path {path!r} is not {LS_PATH!r} or {SHARED_PATH!r}")
-    before, state.path = state.path, path
+    """Evaluate and search ``model`` on LMS path ``ls`` or ``shared`` inside the block (the
+    path a Fuse-Distillation model is served on; training runs both)."""
+    before, model.lms_path = model.lms_path, check_lms_path(path)
     try:
         yield
     finally:
-        state.path = before
-
-
-def fuse_distill_enabled(model: nn.Module) -> bool:
-    cfg = getattr(getattr(model, "module", model), "cfg", None)
-    return cfg is not None and cfg.lms.fuse_distill
+        model.lms_path = before

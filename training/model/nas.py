@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 import torch
 from torch import nn
 
-from .layers import LanguageSpecific, Route
+from .layers import Conditioning, LanguageSpecific, LayerGates, Route
 
 CHOICES: tuple[str, str, str] = ("shared", "src", "tgt")
 """Order of the 3 mixing scalars of each layer."""
@@ -66,11 +66,18 @@ class SearchLayer(nn.Module):
         """(3,) non-negative, summing to 1, in :data:`CHOICES` order."""
         return torch.softmax(self.mix_logits, dim=0)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor, route: Route) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor,
+        cond: Conditioning,
+        gates: LayerGates | None = None,
+    ) -> torch.Tensor:
         w = self.mixing_weights().to(x.dtype)
-        h = w[0] * self.shared(x, mask, route)
-        h = h + w[1] * self.specific.copy(route.src)(x, mask, route)
-        return h + w[2] * self.specific.copy(route.tgt)(x, mask, route)
+        route = cond.route
+        h = w[0] * self.shared(x, mask, cond, gates)
+        h = h + w[1] * self.specific.copy(route.src)(x, mask, cond, gates)
+        return h + w[2] * self.specific.copy(route.tgt)(x, mask, cond, gates)
 
 
 def mixing_weights_from_state(state: Mapping[str, torch.Tensor]) -> list[list[float]]:

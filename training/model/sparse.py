@@ -36,7 +36,7 @@ import torch
 from torch import nn
 
 from .config import ModelConfig
-from .layers import AttentionBlock, FeedForwardBlock, Route, resolve
+from .layers import BlockGates, LayerGates, Route
 from .sparse_config import SparseConfig
 from .transformer import Seq2SeqTransformer
 
@@ -176,10 +176,10 @@ class SparseScores(nn.Module):
 class SparseTransformer(Seq2SeqTransformer):
     """Seq2SeqTransformer whose blocks are gated by the route's language scores.
 
-    ``encode``/``decode`` install the gates of the route's source/target language on the
-    blocks before running them; in training mode they are fresh Gumbel samples and the
-    auxiliary loss of the update (:attr:`aux_loss`, read by ``training.step``) accumulates
-    from ``forward``'s call on. The trainer reports the update number through
+    :meth:`gates` gives each side's blocks the scores of the route's source (encoder) or
+    target (decoder) language: in training mode fresh Gumbel samples with their auxiliary loss
+    (which ``forward`` returns among its ``aux_losses``), in evaluation the selected
+    sub-network's scores. The trainer reports the update number through
     :meth:`set_training_step` (temperature and phase).
     """
 
@@ -187,7 +187,6 @@ class SparseTransformer(Seq2SeqTransformer):
         super().__init__(cfg, vocab_size, languages)
         self.sparse_scores = SparseScores(cfg, self.languages)
         self.training_step = 0
-        self.aux_loss: torch.Tensor | None = None
 
     def set_training_step(self, step: int) -> None:
         self.training_step = step
@@ -201,56 +200,29 @@ class SparseTransformer(Seq2SeqTransformer):
         rest = [p for n, p in self.named_parameters() if not n.startswith(SCORES_PREFIX)]
         return [{"params": rest, "lr": lr}, {"params": scores, "lr": lr * scale}]
 
-    def encode(self, src_ids: torch.Tensor, route: Route, pad_id: int = 0):
-        self._install("encoder", route)
-        return super().encode(src_ids, route, pad_id)
-
-    def decode(self, tgt_in, memory, memory_mask, route, cache=None, offset=0, output_ids=None):
-        self._install("decoder", route)
-        return super().decode(tgt_in, memory, memory_mask, route, cache, offset, output_ids)
-
-    def forward(self, src_ids, tgt_in, route, output_ids=None):
-        self.aux_loss = None
-        return super().forward(src_ids, tgt_in, route, output_ids)
-
-    def _install(self, side: Side, route: Route) -> None:
+    def gates(self, side: str, route: Route) -> tuple[list[LayerGates], torch.Tensor | None]:
+        aux = None
         if self.training:
-            gates, aux = self.sparse_scores.sample(side, self.training_step)
-            self.aux_loss = aux if self.aux_loss is None else self.aux_loss + aux
+            scores, aux = self.sparse_scores.sample(side, self.training_step)  # type: ignore[arg-type]
         else:
-            gates = self.sparse_scores.inference_scores(side)
+            scores = self.sparse_scores.inference_scores(side)  # type: ignore[arg-type]
         lang = self.languages.index(route.src if side == "encoder" else route.tgt)
-        row = {name: g[lang] for name, g in gates.items()}
-        for i, attns, ffn in self.blocks(side, route):
-            layer_gate = row[f"{side}_layers"][i] if f"{side}_layers" in row else None
-            for kind, attn in attns:
-                heads = row.get(f"{side}_{kind}")
-                attn.head_gate = None if heads is None else heads[i]
-                attn.layer_gate = layer_gate
-            blocks = row.get(f"{side}_ffn")
-            ffn.block_gate = None if blocks is None else blocks[i]
-            ffn.layer_gate = layer_gate
+        row = {name: g[lang] for name, g in scores.items()}
 
-    def blocks(self, side: Side, route: Route):
-        """(layer index, [(head kind, attention block)], FFN block) of ``side`` for ``route``."""
+        def block(kind: str, i: int) -> BlockGates:
+            units = row.get(f"{side}_{kind}")
+            layers = row.get(f"{side}_layers")
+            return BlockGates(
+                None if units is None else units[i], None if layers is None else layers[i]
+            )
+
+        n = self.cfg.encoder_layers if side == "encoder" else self.cfg.decoder_layers
         if side == "encoder":
-            for i, layer in enumerate(self.encoder.layers):
-                layer = resolve(layer, route)
-                yield i, [("heads", self._block(layer.self_attn, route))], layer.ffn
-            return
-        for i, layer in enumerate(resolve(self.decoder, route).layers):
-            layer = resolve(layer, route)
-            attns = [
-                ("self_heads", self._block(layer.self_attn, route)),
-                ("cross_heads", self._block(layer.cross_attn, route)),
-            ]
-            yield i, attns, self._block(layer.ffn, route)
-
-    @staticmethod
-    def _block(module: nn.Module, route: Route):
-        block = resolve(module, route)
-        assert isinstance(block, AttentionBlock | FeedForwardBlock)
-        return block
+            return [LayerGates(block("heads", i), block("ffn", i)) for i in range(n)], aux
+        return [
+            LayerGates(block("self_heads", i), block("ffn", i), block("cross_heads", i))
+            for i in range(n)
+        ], aux
 
 
 def selection_record(model: SparseTransformer) -> dict:

@@ -3,34 +3,65 @@
 Every forward call takes the batch's :class:`Route`; blocks wrapped in :class:`LanguageSpecific`
 resolve to the route's language copy, so only that copy runs and receives gradients. With the
 route fixed, the model is a plain dense Transformer, which is what the exporter builds.
+
+The route reaches every block as part of a :class:`Conditioning` argument, and a training
+forward returns a :class:`ModelOutput`: the logits, the predictions of any other path that
+the loss scores too, and named auxiliary losses. The training step therefore never asks
+which method a model uses; a method adds its terms here or in a subclass.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
 
 from lsmt_core.positions import sinusoid_table
+from lsmt_core.tags import PAD_ID
 
+from ..fuse_distill import symmetric_kl
 from .config import ModelConfig
 from .laa import attach as attach_laa
 from .layers import (
+    LS_PATH,
+    SHARED_PATH,
     AttentionBlock,
+    Conditioning,
     FeedForwardBlock,
     Index,
     KVCache,
     LanguageSpecific,
+    LayerGates,
     Route,
     resolve,
     split_language_specific,
 )
-from .lms import Conditioning, attach_lms
+from .lms import attach_lms
 from .nas import SearchLayer
 
 LayerCache = dict[str, KVCache]
+SideGates = list[LayerGates] | None
+"""Per layer of one side, the sparse model's gates (None: a dense model)."""
+
+
+@dataclass
+class ModelOutput:
+    """What a forward pass gives the training step.
+
+    ``logits`` (B, T, V or the restricted N) are the model's prediction; ``also_scored`` holds
+    the predictions of other paths that the loss scores alongside it (the cross entropy is the
+    mean over all of them: Fuse Distillation's shared path, LMS paper eq. 3); ``aux_losses``
+    are named terms added to the loss as they are, each summed over the batch's target tokens
+    like the cross entropy (so that the step's division by the update's tokens weighs them
+    alike).
+    """
+
+    logits: torch.Tensor
+    also_scored: list[torch.Tensor] = field(default_factory=list)
+    aux_losses: dict[str, torch.Tensor] = field(default_factory=dict)
 
 
 def _index_of(layer: int, src: list[int], tgt: list[int]) -> Index | None:
@@ -48,9 +79,16 @@ class EncoderLayer(nn.Module):
         self.self_attn = self_attn
         self.ffn = ffn
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor, route: Route) -> torch.Tensor:
-        x = resolve(self.self_attn, route)(x, mask=mask)
-        return resolve(self.ffn, route)(x)
+    def forward(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor,
+        cond: Conditioning,
+        gates: LayerGates | None = None,
+    ) -> torch.Tensor:
+        route = cond.route
+        x = resolve(self.self_attn, route)(x, cond=cond, mask=mask, **_gates(gates, "self_attn"))
+        return resolve(self.ffn, route)(x, cond=cond, **_gates(gates, "ffn"))
 
 
 class DecoderLayer(nn.Module):
@@ -66,20 +104,34 @@ class DecoderLayer(nn.Module):
         memory: torch.Tensor,
         memory_mask: torch.Tensor,
         self_mask: torch.Tensor | None,
-        route: Route,
+        cond: Conditioning,
         cache: LayerCache | None = None,
+        gates: LayerGates | None = None,
     ) -> torch.Tensor:
+        route = cond.route
         x = resolve(self.self_attn, route)(
-            x, mask=self_mask, cache=None if cache is None else cache["self"]
+            x,
+            cond=cond,
+            mask=self_mask,
+            cache=None if cache is None else cache["self"],
+            **_gates(gates, "self_attn"),
         )
         x = resolve(self.cross_attn, route)(
             x,
+            cond=cond,
             memory=memory,
             mask=memory_mask,
             cache=None if cache is None else cache["cross"],
             static_kv=True,
+            **_gates(gates, "cross_attn"),
         )
-        return resolve(self.ffn, route)(x)
+        return resolve(self.ffn, route)(x, cond=cond, **_gates(gates, "ffn"))
+
+
+def _gates(gates: LayerGates | None, block: str) -> dict:
+    """The ``gates`` keyword for one block of a layer: none for a dense model."""
+    chosen = None if gates is None else getattr(gates, block)
+    return {} if chosen is None else {"gates": chosen}
 
 
 class _Blocks:
@@ -132,9 +184,16 @@ class Encoder(nn.Module):
             nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps) if cfg.pre_norm else None
         )
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor, route: Route) -> torch.Tensor:
-        for layer in self.layers:
-            x = resolve(layer, route)(x, mask, route)
+    def forward(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor,
+        *,
+        cond: Conditioning,
+        gates: SideGates = None,
+    ) -> torch.Tensor:
+        for i, layer in enumerate(self.layers):
+            x = resolve(layer, cond.route)(x, mask, cond, None if gates is None else gates[i])
         return x if self.final_norm is None else self.final_norm(x)
 
 
@@ -156,12 +215,16 @@ class Decoder(nn.Module):
         memory: torch.Tensor,
         memory_mask: torch.Tensor,
         self_mask: torch.Tensor | None,
-        route: Route,
+        cond: Conditioning,
         cache: list[LayerCache] | None = None,
+        gates: SideGates = None,
     ) -> torch.Tensor:
         for i, layer in enumerate(self.layers):
             layer_cache = None if cache is None else cache[i]
-            x = resolve(layer, route)(x, memory, memory_mask, self_mask, route, layer_cache)
+            layer_gates = None if gates is None else gates[i]
+            x = resolve(layer, cond.route)(
+                x, memory, memory_mask, self_mask, cond, layer_cache, layer_gates
+            )
         return x if self.final_norm is None else self.final_norm(x)
 
 
@@ -188,10 +251,13 @@ class Seq2SeqTransformer(nn.Module):
             self.decoder = LanguageSpecific(lambda: Decoder(blocks, False), self.languages, "tgt")
         else:
             self.decoder = Decoder(blocks)
-        # Language-conditioned additions (LMS, LAA, LEE): hooks that read the bound route.
-        self.conditioning = Conditioning()
-        self.lms_linears = attach_lms(self, cfg.lms, self.languages, self.conditioning)
-        attach_laa(self, cfg.laa, self.languages, self.conditioning)
+        # Language-conditioned terms (LMS, LAA, LEE): hooks that read the call's `cond`.
+        self.lms_linears = attach_lms(self, cfg.lms, self.languages)
+        attach_laa(self, cfg.laa, self.languages)
+        # Fuse Distillation trains both LMS paths on every batch (LMS paper eq. 3/4);
+        # evaluation and search run one, `lms_path` (the language-specific one by default).
+        self.training_paths = (LS_PATH, SHARED_PATH) if cfg.lms.fuse_distill else (LS_PATH,)
+        self.lms_path = LS_PATH
 
     # -- pieces used by training, search and export -------------------------------------------
     def embed(self, ids: torch.Tensor, offset: int = 0) -> torch.Tensor:
@@ -203,11 +269,21 @@ class Seq2SeqTransformer(nn.Module):
         x = self.embed_tokens(ids) * self.embed_scale + self.positions[offset : offset + t]
         return self.embed_dropout(x)
 
+    def gates(self, side: str, route: Route) -> tuple[SideGates, torch.Tensor | None]:
+        """The gates of ``side`` ("encoder" or "decoder") for ``route`` and, in training, their
+        auxiliary loss: none for a dense model (the sparse model overrides this)."""
+        return None, None
+
     def encode(self, src_ids: torch.Tensor, route: Route, pad_id: int = 0):
         """Encoder states and the key mask (B, 1, 1, S), True where a token may be attended."""
-        self.conditioning.route = route
+        gates, _ = self.gates("encoder", route)
+        return self._encode(src_ids, Conditioning(route, self.lms_path), gates, pad_id)
+
+    def _encode(
+        self, src_ids: torch.Tensor, cond: Conditioning, gates: SideGates, pad_id: int = 0
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         mask = (src_ids != pad_id)[:, None, None, :]
-        return self.encoder(self.embed(src_ids), mask, route), mask
+        return self.encoder(self.embed(src_ids), mask, cond=cond, gates=gates), mask
 
     def decode(
         self,
@@ -221,15 +297,29 @@ class Seq2SeqTransformer(nn.Module):
     ) -> torch.Tensor:
         """Logits (B, T, V). With ``cache``, ``tgt_in`` holds only the new tokens at ``offset``.
         With ``output_ids`` (N,), logits (B, T, N) over those vocabulary rows only."""
-        self.conditioning.route = route
+        gates, _ = self.gates("decoder", route)
+        cond = Conditioning(route, self.lms_path)
+        return self._decode(tgt_in, memory, memory_mask, cond, gates, cache, offset, output_ids)
+
+    def _decode(
+        self,
+        tgt_in: torch.Tensor,
+        memory: torch.Tensor,
+        memory_mask: torch.Tensor,
+        cond: Conditioning,
+        gates: SideGates,
+        cache: list[LayerCache] | None = None,
+        offset: int = 0,
+        output_ids: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         t = tgt_in.shape[1]
         self_mask = None
         if cache is None or t > 1:
             self_mask = torch.ones(t, offset + t, dtype=torch.bool, device=tgt_in.device).tril(
                 diagonal=offset
             )
-        h = resolve(self.decoder, route)(
-            self.embed(tgt_in, offset), memory, memory_mask, self_mask, route, cache
+        h = resolve(self.decoder, cond.route)(
+            self.embed(tgt_in, offset), memory, memory_mask, self_mask, cond, cache, gates
         )
         weight = self.embed_tokens.weight
         return nn.functional.linear(h, weight if output_ids is None else weight[output_ids])
@@ -243,9 +333,33 @@ class Seq2SeqTransformer(nn.Module):
         tgt_in: torch.Tensor,
         route: Route,
         output_ids: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        memory, mask = self.encode(src_ids, route)
-        return self.decode(tgt_in, memory, mask, route, output_ids=output_ids)
+    ) -> ModelOutput:
+        """Teacher-forced logits (see :meth:`decode`) with what the loss needs besides them.
+
+        In training every path of :attr:`training_paths` runs (each its own encoder and
+        decoder pass); the first gives ``logits``, the others are scored alongside it and
+        distilled into it (Fuse Distillation, LMS paper eq. 4: the symmetric KL, summed over
+        the target tokens). Auxiliary losses of the gates (sparse model) are summed over the
+        passes and weighted by the batch's target tokens: one per batch, as the paper's loss.
+        """
+        paths = self.training_paths if self.training else (self.lms_path,)
+        predictions, gate_losses = [], []
+        for path in paths:
+            cond = Conditioning(route, path)
+            gates, aux = self.gates("encoder", route)
+            memory, mask = self._encode(src_ids, cond, gates)
+            gate_losses.append(aux)
+            gates, aux = self.gates("decoder", route)
+            predictions.append(self._decode(tgt_in, memory, mask, cond, gates, None, 0, output_ids))
+            gate_losses.append(aux)
+        keep = tgt_in != PAD_ID  # gold has its padding where the decoder input has
+        aux_losses: dict[str, torch.Tensor] = {}
+        if any(aux is not None for aux in gate_losses):
+            total = sum(aux.float() for aux in gate_losses if aux is not None)
+            aux_losses["gates"] = total * keep.sum()
+        for other in predictions[1:]:
+            aux_losses["fuse_distill_kl"] = symmetric_kl(predictions[0][keep], other[keep])
+        return ModelOutput(predictions[0], predictions[1:], aux_losses)
 
     def set_training_step(self, step: int) -> None:
         """The update about to be made (0-based); models with a schedule (sparse) use it."""
