@@ -122,6 +122,35 @@ class StepStats:
     stop: bool = False
 
 
+def batch_loss(
+    model: nn.Module,
+    batch: Batch,
+    label_smoothing: float,
+    output_vocab: OutputVocabulary | None = None,
+    autocast_dtype: torch.dtype | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(objective, cross entropy, NLL) of one batch, each summed over its target tokens.
+
+    The cross entropy is the mean over every prediction the forward made (one per path), the
+    NLL the first prediction's, and the objective adds the forward's auxiliary losses."""
+    rows, gold = None, batch.gold
+    if output_vocab is not None:
+        rows, gold = output_vocab.restrict(batch.route, batch.gold)
+    amp = contextlib.nullcontext()
+    if autocast_dtype is not None:
+        amp = torch.autocast(batch.src.device.type, dtype=autocast_dtype)
+    with amp:
+        out = model(batch.src, batch.tgt_in, batch.route, rows)
+    keep = batch.gold != PAD_ID
+    scored = [
+        label_smoothed_nll(logits, gold, label_smoothing, keep=keep)
+        for logits in (out.logits, *out.also_scored)
+    ]
+    ce = sum(loss for loss, _ in scored) / len(scored)
+    objective = ce + sum(aux.float() for aux in out.aux_losses.values())
+    return objective, ce, scored[0][1]
+
+
 def train_step(
     model: nn.Module,
     batches: list[Batch],
@@ -141,53 +170,60 @@ def train_step(
     wrapped). Gradients are those of the token-summed loss divided by the update's target
     tokens across all ranks. With ``stop_request`` on any rank, no update is made and
     ``stats.stop`` is True on every rank."""
-    local = torch.tensor(
-        [
-            sum(b.ntokens for b in batches),
-            sum(b.src_tokens for b in batches),
-            sum(len(b) for b in batches),
-            float(stop_request),
-        ],
-        dtype=torch.float64,
-        device=device,
-    )
-    if world_size > 1:
-        dist.all_reduce(local)
-    ntok, src_tok, sents, stop = (float(x) for x in local.tolist())
+    counts = [
+        sum(b.ntokens for b in batches),
+        sum(b.src_tokens for b in batches),
+        sum(len(b) for b in batches),
+        float(stop_request),
+    ]
+    ntok, src_tok, sents, stop = _summed_over_ranks(counts, world_size, device)
     if stop > 0:
         return StepStats(math.nan, math.nan, 0, 0, 0, math.nan, stop=True)
     scale = world_size / ntok  # DDP averages gradients over ranks
     optimizer.zero_grad(set_to_none=True)
-    loss_sum = torch.zeros((), dtype=torch.float64, device=device)
-    nll_sum = torch.zeros((), dtype=torch.float64, device=device)
+    # kept on the device: no synchronisation per micro-batch
+    sums = torch.zeros(2, dtype=torch.float64, device=device)
     for i, b in enumerate(batches):
-        b = b.to(device)
-        last = i == len(batches) - 1
         sync = contextlib.nullcontext()
-        if world_size > 1 and not last and hasattr(model, "no_sync"):
-            sync = model.no_sync()
+        if world_size > 1 and i < len(batches) - 1 and hasattr(model, "no_sync"):
+            sync = model.no_sync()  # gradients are all-reduced once, after the last batch
         with sync:
-            amp = contextlib.nullcontext()
-            if autocast_dtype is not None:
-                amp = torch.autocast(device.type, dtype=autocast_dtype)
-            rows, gold = None, b.gold
-            if output_vocab is not None:
-                rows, gold = output_vocab.restrict(b.route, b.gold)
-            with amp:
-                out = model(b.src, b.tgt_in, b.route, rows)
-            keep = b.gold != PAD_ID
-            # the cross entropy of every prediction the forward made (one per path), averaged
-            scored = [
-                label_smoothed_nll(logits, gold, label_smoothing, keep=keep)
-                for logits in (out.logits, *out.also_scored)
-            ]
-            loss = sum(ce for ce, _ in scored) / len(scored)
-            nll = scored[0][1]
-            total = loss + sum(aux.float() for aux in out.aux_losses.values())
-            scaled = total * scale
+            objective, ce, nll = batch_loss(
+                model, b.to(device), label_smoothing, output_vocab, autocast_dtype
+            )
+            scaled = objective * scale
             (scaler.scale(scaled) if scaler is not None else scaled).backward()
-        loss_sum += loss.detach().double()
-        nll_sum += nll.detach().double()
+        sums += torch.stack([ce.detach(), nll.detach()]).double()
+    grad_norm = _apply_update(model, optimizer, scheduler, scaler, clip_norm)
+    ce_total, nll_total = _summed_over_ranks(sums, world_size, device)
+    return StepStats(
+        loss=ce_total / ntok,
+        nll=nll_total / ntok,
+        ntokens=int(ntok),
+        src_tokens=int(src_tok),
+        sentences=int(sents),
+        grad_norm=grad_norm,
+    )
+
+
+def _summed_over_ranks(
+    values: list[float] | torch.Tensor, world_size: int, device: torch.device
+) -> list[float]:
+    local = torch.as_tensor(values, dtype=torch.float64, device=device)
+    if world_size > 1:
+        dist.all_reduce(local)
+    return [float(x) for x in local.tolist()]
+
+
+def _apply_update(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any | None,
+    scaler: torch.amp.GradScaler | None,
+    clip_norm: float,
+) -> float:
+    """Clip the accumulated gradients, step the optimizer and the schedule; the gradient norm
+    before clipping."""
     if scaler is not None:
         scaler.unscale_(optimizer)
     params = [p for p in model.parameters() if p.grad is not None]
@@ -199,14 +235,4 @@ def train_step(
         optimizer.step()
     if scheduler is not None:
         scheduler.step()
-    sums = torch.stack([loss_sum, nll_sum])
-    if world_size > 1:
-        dist.all_reduce(sums)
-    return StepStats(
-        loss=float(sums[0]) / ntok,
-        nll=float(sums[1]) / ntok,
-        ntokens=int(ntok),
-        src_tokens=int(src_tok),
-        sentences=int(sents),
-        grad_norm=float(grad_norm),
-    )
+    return float(grad_norm)

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
+import torch.utils._pytree
 from torch import nn
 
 from lsmt_core.positions import sinusoid_table
@@ -62,6 +63,11 @@ class ModelOutput:
     logits: torch.Tensor
     also_scored: list[torch.Tensor] = field(default_factory=list)
     aux_losses: dict[str, torch.Tensor] = field(default_factory=dict)
+
+
+# A pytree node, so that DistributedDataParallel sees the tensors inside (its unused-parameter
+# handling flattens a forward's output with torch's pytree), as Hugging Face does for its own.
+torch.utils._pytree.register_dataclass(ModelOutput)
 
 
 def _index_of(layer: int, src: list[int], tgt: list[int]) -> Index | None:
