@@ -177,6 +177,8 @@ def _wait_for_port(proc: subprocess.Popen, log: Path, timeout: float = 60) -> in
 
 @pytest.mark.timeout(600)
 def test_server_image_install_steps_in_a_fresh_venv(tmp_path):
+    # Long on purpose: it replays the image's build stages in order, each step reading what
+    # the one before left, as the Dockerfile does.
     stages = parse(DOCKERFILE)
     server = stages["server"]
     copied_from = {i.flags["from"] for i in server.all("COPY") if "from" in i.flags}

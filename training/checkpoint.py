@@ -308,30 +308,11 @@ def init_from_checkpoint(
     Every parameter of ``model`` must be filled with a tensor of the same shape, else a
     ``ValueError`` lists what is missing.
     """
-    if isinstance(source, dict):
-        ckpt = source
-    elif (resolve_path(source) / "manifest.json").is_file():
-        # Reading bundles is the exporter's business (training never imports model_export).
-        raise ValueError(
-            f"init_from {source} is a bundle directory: write its weights as a checkpoint "
-            f"first (python -m model_export checkpoint {source} --out FILE.pt) and use that"
-        )
-    else:
-        ckpt = load_checkpoint(source, "last")
+    ckpt = source if isinstance(source, dict) else _init_checkpoint(source)
     state = ckpt["model"]
     src_cfg = ModelConfig.model_validate(ckpt["model_config"])
     m = unwrap(model)
-    if mode not in ("copy", "shallow"):
-        raise ValueError(f"unknown init mode {mode!r} (copy | shallow)")
-    if mode == "shallow" and m.cfg.decoder_layers > src_cfg.decoder_layers:
-        raise ValueError(
-            f"shallow init keeps the bottom decoder layers: the target has "
-            f"{m.cfg.decoder_layers}, the source only {src_cfg.decoder_layers}"
-        )
-    if int(ckpt["vocab_size"]) != m.vocab_size:
-        raise ValueError(
-            f"vocabulary sizes differ: checkpoint {ckpt['vocab_size']}, model {m.vocab_size}"
-        )
+    _check_init(m, src_cfg, int(ckpt["vocab_size"]), mode)
     n_enc = (src_cfg.encoder_layers, m.cfg.encoder_layers)
     n_dec = (src_cfg.decoder_layers, m.cfg.decoder_layers)
     mapping: dict[str, str] = {}
@@ -354,6 +335,31 @@ def init_from_checkpoint(
         )
     m.load_state_dict(new_state, strict=True)
     return mapping
+
+
+def _init_checkpoint(source: Path | str) -> dict[str, Any]:
+    if (resolve_path(source) / "manifest.json").is_file():
+        # Reading bundles is the exporter's business (training never imports model_export).
+        raise ValueError(
+            f"init_from {source} is a bundle directory: write its weights as a checkpoint "
+            f"first (python -m model_export checkpoint {source} --out FILE.pt) and use that"
+        )
+    return load_checkpoint(source, "last")
+
+
+def _check_init(model: nn.Module, src_cfg: ModelConfig, src_vocab_size: int, mode: str) -> None:
+    """Refuse an initialisation that cannot fill ``model`` (a clear error, not a shape one)."""
+    if mode not in ("copy", "shallow"):
+        raise ValueError(f"unknown init mode {mode!r} (copy | shallow)")
+    if mode == "shallow" and model.cfg.decoder_layers > src_cfg.decoder_layers:
+        raise ValueError(
+            f"shallow init keeps the bottom decoder layers: the target has "
+            f"{model.cfg.decoder_layers}, the source only {src_cfg.decoder_layers}"
+        )
+    if src_vocab_size != model.vocab_size:
+        raise ValueError(
+            f"vocabulary sizes differ: checkpoint {src_vocab_size}, model {model.vocab_size}"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -116,21 +116,8 @@ def build_training_data(
     tok_ref = tokenizer_reference(recipe.data.tokenizer)
     tokenizer = open_tokenizer(tok_ref["path"])
     data_dir = resolve_path(recipe.data.dir)
-    train_pairs = load_pairs(data_dir, "train")
-    routes = recipe.route_list(sorted(train_pairs, key=route_key))
-    train_pairs = {r: train_pairs[r] for r in routes}
-    if recipe.data.source_temperature is not None:
-        from .data import load_ids
-
-        temperature = recipe.data.source_temperature
-        train_pairs = {
-            r: mix_sources(
-                train_pairs[r], load_ids(data_dir, "train", r.src, r.tgt), temperature, (t.seed, i)
-            )
-            for i, r in enumerate(routes)
-        }
-    if recipe.data.max_pairs_per_route:
-        train_pairs = {r: v[: recipe.data.max_pairs_per_route] for r, v in train_pairs.items()}
+    train_pairs = _training_pairs(recipe, data_dir)
+    routes = list(train_pairs)
     languages = sorted(
         set(recipe.data.languages or []) | {r.src for r in routes} | {r.tgt for r in routes}
     )
@@ -157,11 +144,7 @@ def build_training_data(
         )
     dev_pairs: dict[Route, list[tuple[str, str]]] = {}
     if t.eval_every > 0:
-        try:
-            dev = load_pairs(data_dir, "dev", routes)
-        except FileNotFoundError:
-            dev = {}
-        dev_pairs = dev_sample(dev, t.eval_sentences, t.seed)
+        dev_pairs = _dev_pairs(data_dir, routes, t)
     curve_pairs = {name: testset_sample(name, data_dir, routes, t) for name in t.eval_testsets}
     sampler = RouteSampler(
         datasets,
@@ -174,14 +157,8 @@ def build_training_data(
         pad_to_multiple=pad_to_multiple,
     )
     stats = {
-        route_key(r): {
-            "pairs": len(datasets[route_key(r)]),
-            "dropped_too_long": dropped[route_key(r)],
-            "src_tokens": int(datasets[route_key(r)].src_lengths.sum()),
-            "tgt_tokens": int(datasets[route_key(r)].tgt_lengths.sum()),
-            "probability": sampler.probs[route_key(r)],
-            "dev_pairs": len(dev_pairs.get(r, [])),
-        }
+        route_key(r): _route_stats(datasets[route_key(r)], dropped[route_key(r)])
+        | {"probability": sampler.probs[route_key(r)], "dev_pairs": len(dev_pairs.get(r, []))}
         for r in routes
     }
     return TrainingData(
@@ -197,6 +174,46 @@ def build_training_data(
         target_vocab,
         curve_pairs,
     )
+
+
+def _route_stats(dataset: RouteData, dropped_too_long: int) -> dict[str, Any]:
+    return {
+        "pairs": len(dataset),
+        "dropped_too_long": dropped_too_long,
+        "src_tokens": int(dataset.src_lengths.sum()),
+        "tgt_tokens": int(dataset.tgt_lengths.sum()),
+    }
+
+
+def _training_pairs(recipe: Recipe, data_dir: Path) -> dict[Route, list[tuple[str, str]]]:
+    """The recipe's routes (in route-key order) and their training pairs: sources mixed by
+    ``source_temperature`` when set, cut to ``max_pairs_per_route``."""
+    t = recipe.training
+    train_pairs = load_pairs(data_dir, "train")
+    routes = recipe.route_list(sorted(train_pairs, key=route_key))
+    train_pairs = {r: train_pairs[r] for r in routes}
+    if recipe.data.source_temperature is not None:
+        from .data import load_ids
+
+        temperature = recipe.data.source_temperature
+        train_pairs = {
+            r: mix_sources(
+                train_pairs[r], load_ids(data_dir, "train", r.src, r.tgt), temperature, (t.seed, i)
+            )
+            for i, r in enumerate(routes)
+        }
+    if recipe.data.max_pairs_per_route:
+        train_pairs = {r: v[: recipe.data.max_pairs_per_route] for r, v in train_pairs.items()}
+    return train_pairs
+
+
+def _dev_pairs(data_dir: Path, routes: list[Route], t: Any) -> dict[Route, list[tuple[str, str]]]:
+    """The fixed dev sample evaluated during training (none where the corpus has no dev)."""
+    try:
+        dev = load_pairs(data_dir, "dev", routes)
+    except FileNotFoundError:
+        dev = {}
+    return dev_sample(dev, t.eval_sentences, t.seed)
 
 
 def testset_sample(

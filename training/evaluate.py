@@ -181,7 +181,7 @@ def evaluate_pairs(
 # -- CLI -----------------------------------------------------------------------------------------
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="python -m training.evaluate",
         description=__doc__,
@@ -207,7 +207,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-langid", action="store_true", help="skip the off-target rate")
     ap.add_argument("--out", default=None, help="write results JSON here")
     ap.add_argument("--outputs", default=None, help="write hypotheses (JSONL) here")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
 
     from .checkpoint import load_model
     from .data import CorpusFormatError
@@ -229,16 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     except CorpusFormatError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    pairs: dict[Route, list[tuple[str, str]]] = {}
-    for route in wanted:
-        if (route.src, route.tgt) not in split:
-            print(f"warning: no {args.testset} data for {route_key(route)}", file=sys.stderr)
-            continue
-        if route.src not in meta.languages or route.tgt not in meta.languages:
-            print(f"warning: model has no language for {route_key(route)}", file=sys.stderr)
-            continue
-        rows = split[(route.src, route.tgt)]
-        pairs[route] = rows[: args.max_sentences] if args.max_sentences else rows
+    pairs = _pairs_to_score(split, wanted, meta.languages, args.testset, args.max_sentences)
     if not pairs:
         print("nothing to evaluate", file=sys.stderr)
         return 2
@@ -277,12 +272,41 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.out).write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
         print(f"results -> {args.out}")
     if args.outputs:
-        with open(args.outputs, "w", encoding="utf-8") as f:
-            for key, hyps in outputs.items():
-                for (src, ref), hyp in zip(pairs[parse_route(key)], hyps, strict=True):
-                    row = {"route": key, "source": src, "reference": ref, "hypothesis": hyp}
-                    f.write(json.dumps(row, ensure_ascii=False) + "\n")
+        _write_hypotheses(Path(args.outputs), outputs, pairs)
     return 0
+
+
+def _pairs_to_score(
+    split: dict[tuple[str, str], list[tuple[str, str]]],
+    wanted: list[Route],
+    languages: list[str],
+    testset: str,
+    max_sentences: int | None,
+) -> dict[Route, list[tuple[str, str]]]:
+    """The wanted routes' test pairs (the first ``max_sentences``), with a warning for each
+    route the test set or the model lacks."""
+    pairs: dict[Route, list[tuple[str, str]]] = {}
+    for route in wanted:
+        if (route.src, route.tgt) not in split:
+            print(f"warning: no {testset} data for {route_key(route)}", file=sys.stderr)
+            continue
+        if route.src not in languages or route.tgt not in languages:
+            print(f"warning: model has no language for {route_key(route)}", file=sys.stderr)
+            continue
+        rows = split[(route.src, route.tgt)]
+        pairs[route] = rows[:max_sentences] if max_sentences else rows
+    return pairs
+
+
+def _write_hypotheses(
+    path: Path, outputs: dict[str, list[str]], pairs: dict[Route, list[tuple[str, str]]]
+) -> None:
+    """One JSON line per sentence: route, source, reference, hypothesis."""
+    with open(path, "w", encoding="utf-8") as f:
+        for key, hyps in outputs.items():
+            for (src, ref), hyp in zip(pairs[parse_route(key)], hyps, strict=True):
+                row = {"route": key, "source": src, "reference": ref, "hypothesis": hyp}
+                f.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
 if __name__ == "__main__":

@@ -103,6 +103,8 @@ def beam_search(
     ``use_cache=False`` re-runs the decoder on the whole prefix at every step; it exists to
     check the cached path and is otherwise only slower.
     """
+    # Long on purpose: one batched loop whose state (scores, prefixes, cache order) every
+    # step updates together; split, each part would pass all of it around.
     model.eval()
     b, k, dev = src_ids.shape[0], beam_size, src_ids.device
     memory, mask = model.encode(src_ids, route)

@@ -183,15 +183,9 @@ def train(
 
     Writes spm.model, spm.vocab, frequencies.json and tokenizer.json into ``out_dir``;
     returns the tokenizer.json content."""
+    # Long by nature: half of it is the tokenizer.json record, one field per line.
     data_dir, out_dir = Path(data_dir), Path(out_dir)
-    available = corpus_languages(data_dir)
-    langs = sorted(languages) if languages else available
-    missing = [lang for lang in langs if lang not in available]
-    if missing:
-        raise FileNotFoundError(f"no mono/{{lang}}.txt in {data_dir} for {', '.join(missing)}")
-    if not langs:
-        raise FileNotFoundError(f"{data_dir}/mono has no language files: build the corpus first")
-
+    langs = _languages_to_train(data_dir, languages)
     mono = {lang: read_lines(mono_path(data_dir, lang)) for lang in langs}
     sample = {
         lang: sample_language(mono[lang], max_sentences_per_language, seed, lang) for lang in langs
@@ -199,37 +193,12 @@ def train(
     sentences = [line for lang in langs for line in sample[lang] if line]
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    spm.set_random_generator_seed(seed)
     t0 = time.perf_counter()
-    model = io.BytesIO()
-    # model_writer instead of model_prefix: the model then does not embed the output path, so
-    # the same data and settings give the same spm.model bytes wherever it is written.
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(sentences),
-        model_writer=model,
-        model_type="unigram",
-        vocab_size=vocab_size,
-        character_coverage=character_coverage,
-        normalization_rule_name="identity",
-        byte_fallback=True,
-        split_digits=True,
-        pad_id=PAD_ID,
-        unk_id=UNK_ID,
-        bos_id=BOS_ID,
-        eos_id=EOS_ID,
-        pad_piece=PAD_PIECE,
-        unk_piece=UNK_PIECE,
-        bos_piece=BOS_PIECE,
-        eos_piece=EOS_PIECE,
-        user_defined_symbols=list(USER_DEFINED_SYMBOLS),
-        input_sentence_size=0,
-        shuffle_input_sentence=False,
-        max_sentence_length=16384,
-        num_threads=num_threads or os.cpu_count() or 1,
-        minloglevel=2 if quiet else 0,
+    model = _train_sentencepiece(
+        sentences, vocab_size, character_coverage, seed, num_threads or os.cpu_count() or 1, quiet
     )
     train_seconds = time.perf_counter() - t0
-    (out_dir / MODEL_FILE).write_bytes(model.getvalue())
+    (out_dir / MODEL_FILE).write_bytes(model)
 
     tok = Tokenizer(out_dir)
     with open(out_dir / VOCAB_FILE, "w", encoding="utf-8", newline="\n") as f:
@@ -280,6 +249,57 @@ def train(
         json.dumps(info, ensure_ascii=False, indent=2) + "\n", encoding="utf-8"
     )
     return info
+
+
+def _languages_to_train(data_dir: Path, languages: Sequence[str] | None) -> list[str]:
+    available = corpus_languages(data_dir)
+    langs = sorted(languages) if languages else available
+    missing = [lang for lang in langs if lang not in available]
+    if missing:
+        raise FileNotFoundError(f"no mono/{{lang}}.txt in {data_dir} for {', '.join(missing)}")
+    if not langs:
+        raise FileNotFoundError(f"{data_dir}/mono has no language files: build the corpus first")
+    return langs
+
+
+def _train_sentencepiece(
+    sentences: list[str],
+    vocab_size: int,
+    character_coverage: float,
+    seed: int,
+    num_threads: int,
+    quiet: bool,
+) -> bytes:
+    """The serialized unigram model with LSMT's reserved ids and pieces."""
+    spm.set_random_generator_seed(seed)
+    model = io.BytesIO()
+    # model_writer instead of model_prefix: the model then does not embed the output path, so
+    # the same data and settings give the same spm.model bytes wherever it is written.
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(sentences),
+        model_writer=model,
+        model_type="unigram",
+        vocab_size=vocab_size,
+        character_coverage=character_coverage,
+        normalization_rule_name="identity",
+        byte_fallback=True,
+        split_digits=True,
+        pad_id=PAD_ID,
+        unk_id=UNK_ID,
+        bos_id=BOS_ID,
+        eos_id=EOS_ID,
+        pad_piece=PAD_PIECE,
+        unk_piece=UNK_PIECE,
+        bos_piece=BOS_PIECE,
+        eos_piece=EOS_PIECE,
+        user_defined_symbols=list(USER_DEFINED_SYMBOLS),
+        input_sentence_size=0,
+        shuffle_input_sentence=False,
+        max_sentence_length=16384,
+        num_threads=num_threads,
+        minloglevel=2 if quiet else 0,
+    )
+    return model.getvalue()
 
 
 def write_frequencies(tok: Tokenizer, mono: dict[str, list[str]], out_dir: Path) -> dict[str, int]:
@@ -347,7 +367,7 @@ def _csv(value: str) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()]
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m training.tokenizer")
     sub = p.add_subparsers(dest="command", required=True)
     t = sub.add_parser("train", help="train the shared SentencePiece model")
@@ -374,7 +394,11 @@ def main(argv: list[str] | None = None) -> int:
     e = sub.add_parser("encode", help="encode stdin to pieces, one line per line")
     e.add_argument("tok_dir", type=Path)
     e.add_argument("--ids", action="store_true")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
 
     if args.command == "encode":
         tok = Tokenizer(args.tok_dir)
@@ -404,7 +428,12 @@ def main(argv: list[str] | None = None) -> int:
     except (FileNotFoundError, ValueError, RuntimeError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    tok = Tokenizer(args.out)
+    _print_training_report(info, args.out)
+    return 0
+
+
+def _print_training_report(info: dict, out: Path) -> None:
+    tok = Tokenizer(out)
     print(f"{'lang':<5}{'sample':>9}{'mono lines':>12}{'pieces':>12}{'pieces/line':>13}")
     for lang in info["languages"]:
         n = info["mono_sizes"][lang]
@@ -412,10 +441,9 @@ def main(argv: list[str] | None = None) -> int:
         sample = info["sample_sizes"][lang]
         print(f"{lang:<5}{sample:>9,}{n:>12,}{pieces:>12,}{pieces / max(n, 1):>13.1f}")
     print(
-        f"vocab {tok.vocab_size} -> {args.out}; trained in {info['training_seconds']:.1f} s, "
+        f"vocab {tok.vocab_size} -> {out}; trained in {info['training_seconds']:.1f} s, "
         f"frequencies in {info['frequencies_seconds']:.1f} s"
     )
-    return 0
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ route's batches, update, log, evaluate, checkpoint.
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import signal
@@ -94,23 +95,8 @@ class Trainer:
             log=self.log,
         )
 
-        # model (identical initialisation on every rank; DDP also broadcasts rank 0's)
-        torch.manual_seed(t.seed)
-        random.seed(t.seed)
-        self.model: nn.Module = build_model(
-            recipe.model, vocab_size_of(self.data.tokenizer), self.data.languages
-        )
         self.init_report: dict[str, Any] | None = None
-        if recipe.init_from is not None and resume_from is None:
-            mapping = init_from_checkpoint(
-                self.model, resolve_path(recipe.init_from), recipe.init_mode
-            )
-            self.init_report = {
-                "from": str(recipe.init_from),
-                "mode": recipe.init_mode,
-                "tensors": len(mapping),
-            }
-        self.model.to(self.dist.device)
+        self.model: nn.Module = self._build_model(initialise=resume_from is None)
         self.output_vocab = None
         tv = recipe.data.target_vocab
         if tv is not None and tv.restrict_output:
@@ -131,6 +117,23 @@ class Trainer:
         if self.dist.distributed:
             self.model = wrap_ddp(self.model, self.dist, t.ddp_find_unused_parameters)
         self._stop_requested = False
+
+    def _build_model(self, initialise: bool) -> nn.Module:
+        """The recipe's model on this rank's device, from ``init_from`` when ``initialise``
+        (a resumed run loads its own weights instead); identical on every rank (DDP also
+        broadcasts rank 0's)."""
+        recipe = self.recipe
+        torch.manual_seed(recipe.training.seed)
+        random.seed(recipe.training.seed)
+        model = build_model(recipe.model, vocab_size_of(self.data.tokenizer), self.data.languages)
+        if recipe.init_from is not None and initialise:
+            mapping = init_from_checkpoint(model, resolve_path(recipe.init_from), recipe.init_mode)
+            self.init_report = {
+                "from": str(recipe.init_from),
+                "mode": recipe.init_mode,
+                "tensors": len(mapping),
+            }
+        return model.to(self.dist.device)
 
     # -- state ----------------------------------------------------------------------------------
 
@@ -214,73 +217,83 @@ class Trainer:
             return None
         record = None
         if self.dist.is_main:
-            from lsmt_core.langid import LanguageIdentifier
-
-            from .evaluate import evaluate_pairs
-
-            if not hasattr(self, "_lid"):
-                self._lid = LanguageIdentifier(self.data.languages)
-            t0 = time.perf_counter()
-            output_vocab = decoding_vocab(
-                self.recipe, self.data.target_vocab.ids if self.data.target_vocab else None
-            )
-
-            def score(pairs):
-                return evaluate_pairs(
-                    unwrap(self.model),
-                    self.data.tokenizer,
-                    self.data.encoder,
-                    pairs,
-                    beam=1,
-                    batch_size=self.recipe.training.eval_batch_size,
-                    lid=self._lid,
-                    output_vocab=output_vocab,
-                )
-
-            res = score(self.data.dev_pairs)
-            avg = res["averages"]["all"]
-            curves = {}
-            for name, pairs in self.data.curve_pairs.items():
-                r = score(pairs)
-                curves[name] = {
-                    "chrf": r["averages"]["all"]["chrf"],
-                    "copy_chrf": r["averages"]["all"]["copy_chrf"],
-                    "averages": {k: v["chrf"] for k, v in r["averages"].items()},
-                    "by_route": {k: round(v["chrf"], 2) for k, v in r["directions"].items()},
-                }
-            record = {
-                "kind": "eval",
-                "step": self.step,
-                "dev_chrf": avg["chrf"],
-                "dev_bleu": avg["bleu"],
-                "copy_chrf": avg["copy_chrf"],
-                "off_target": avg["off_target"],
-                "averages": {k: v["chrf"] for k, v in res["averages"].items()},
-                "by_route": {k: round(v["chrf"], 2) for k, v in res["directions"].items()},
-                **({"testsets": curves} if curves else {}),
-                "seconds": time.perf_counter() - t0,
-            }
-            improved = self.best_chrf is None or avg["chrf"] > self.best_chrf
+            record = self._eval_record()
+            improved = self.best_chrf is None or record["dev_chrf"] > self.best_chrf
             if improved:
-                self.best_chrf = avg["chrf"]
-                ckpt = self.checkpoint(dev_chrf=avg["chrf"], full=False)
+                self.best_chrf = record["dev_chrf"]
+                ckpt = self.checkpoint(dev_chrf=record["dev_chrf"], full=False)
                 save_checkpoint(ckpt, self.out / "best.pt")
             record["best_dev_chrf"] = self.best_chrf
             self.run_log.write_metrics(record)
-            off = avg["off_target"]
-            self.log(
-                f"step {self.step}: dev chrF {avg['chrf']:.2f} (copy {avg['copy_chrf']:.2f}, "
-                f"BLEU {avg['bleu']:.2f}, off-target "
-                f"{'-' if off is None else f'{off:.1%}'}){' *best*' if improved else ''} "
-                + "".join(
-                    f"{n} {c['chrf']:.2f} (copy {c['copy_chrf']:.2f}) " for n, c in curves.items()
-                )
-                + f"[{record['seconds']:.0f}s; {self.train_seconds() / 60:.0f} min trained, "
-                f"~{self._eta()} left]"
-            )
+            self._log_eval(record, improved)
             self.run_log.plot()
         self.best_chrf = broadcast_from_main(self.dist, self.best_chrf)
         return record
+
+    def _eval_record(self) -> dict[str, Any]:
+        """The metrics record of one evaluation: dev scores, and the learning-curve test sets'."""
+        from .evaluate import evaluate_pairs
+
+        t0 = time.perf_counter()
+        output_vocab = decoding_vocab(
+            self.recipe, self.data.target_vocab.ids if self.data.target_vocab else None
+        )
+
+        def score(pairs):
+            return evaluate_pairs(
+                unwrap(self.model),
+                self.data.tokenizer,
+                self.data.encoder,
+                pairs,
+                beam=1,
+                batch_size=self.recipe.training.eval_batch_size,
+                lid=self._language_identifier,
+                output_vocab=output_vocab,
+            )
+
+        res = score(self.data.dev_pairs)
+        avg = res["averages"]["all"]
+        curves = {}
+        for name, pairs in self.data.curve_pairs.items():
+            r = score(pairs)
+            curves[name] = {
+                "chrf": r["averages"]["all"]["chrf"],
+                "copy_chrf": r["averages"]["all"]["copy_chrf"],
+                "averages": {k: v["chrf"] for k, v in r["averages"].items()},
+                "by_route": {k: round(v["chrf"], 2) for k, v in r["directions"].items()},
+            }
+        return {
+            "kind": "eval",
+            "step": self.step,
+            "dev_chrf": avg["chrf"],
+            "dev_bleu": avg["bleu"],
+            "copy_chrf": avg["copy_chrf"],
+            "off_target": avg["off_target"],
+            "averages": {k: v["chrf"] for k, v in res["averages"].items()},
+            "by_route": {k: round(v["chrf"], 2) for k, v in res["directions"].items()},
+            **({"testsets": curves} if curves else {}),
+            "seconds": time.perf_counter() - t0,
+        }
+
+    @functools.cached_property
+    def _language_identifier(self) -> Any:
+        from lsmt_core.langid import LanguageIdentifier  # loads its model: only when evaluating
+
+        return LanguageIdentifier(self.data.languages)
+
+    def _log_eval(self, record: dict[str, Any], improved: bool) -> None:
+        off = record["off_target"]
+        curves = record.get("testsets", {})
+        self.log(
+            f"step {self.step}: dev chrF {record['dev_chrf']:.2f} "
+            f"(copy {record['copy_chrf']:.2f}, BLEU {record['dev_bleu']:.2f}, off-target "
+            f"{'-' if off is None else f'{off:.1%}'}){' *best*' if improved else ''} "
+            + "".join(
+                f"{n} {c['chrf']:.2f} (copy {c['copy_chrf']:.2f}) " for n, c in curves.items()
+            )
+            + f"[{record['seconds']:.0f}s; {self.train_seconds() / 60:.0f} min trained, "
+            f"~{self._eta()} left]"
+        )
 
     # -- main loop ------------------------------------------------------------------------------
 
@@ -335,72 +348,13 @@ class Trainer:
         self.log(f"signal {signum}: stopping after this step and saving last.pt")
 
     def run(self) -> dict[str, Any]:
-        t = self.recipe.training
-        if self.dist.is_main:
-            from .recipe import dump_recipe
-
-            (self.out / "recipe.yaml").write_text(dump_recipe(self.recipe), encoding="utf-8")
-            (self.out / "data_stats.json").write_text(json.dumps(self.data.stats, indent=2) + "\n")
-            self.run_log.truncate_metrics(self.step)
-        m = unwrap(self.model)
-        n_params = sum(p.numel() for p in m.parameters())
-        per_route = m.route_parameter_count(self.data.routes[0])
-        pairs = sum(len(d) for d in self.data.datasets.values())
-        self.log(
-            f"model: {n_params / 1e6:.2f}M parameters ({per_route / 1e6:.2f}M per route), "
-            f"{len(self.data.routes)} routes, {pairs} pairs, "
-            f"device {self.dist.device}, world {self.dist.world_size}, "
-            f"precision {self.autocast_dtype or 'fp32'}"
-            + (f", init {self.init_report}" if self.init_report else "")
-            + (f", resumed at step {self.step}" if self.step else "")
-        )
-        old_handlers = {}
-        if is_main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                old_handlers[sig] = signal.signal(sig, self._on_signal)
-        self.run_log.open_bar(t.max_steps, self.step)
-        self.model.train()
+        n_params, per_route = self._announce()
         start_step, t_start = self.step, time.perf_counter()
         self._start_step, self._run_start = start_step, t_start
-        window = TrainWindow()
-        last_record: dict[str, Any] | None = None
-        stopped = False
-        try:
-            while self.step < t.max_steps:
-                sampler_state = self.data.sampler.state_dict()
-                batches = [self.data.sampler.next_batch() for _ in range(t.accumulation)]
-                stats = self.update(
-                    batches, stop_request=self._stop_requested or self._out_of_time(t_start)
-                )
-                if stats.stop:  # no update made: give the batches back for an exact resume
-                    self.data.sampler.load_state_dict(sampler_state)
-                    stopped = True
-                    break
-                self.step += 1
-                window.add(stats)
-                record = None
-                if self.step % t.log_every == 0 or self.step == t.max_steps:
-                    lr = self.scheduler.get_last_lr()[0]
-                    record = window.record(self.step, lr, stats.grad_norm, t_start)
-                    self.run_log.write_metrics(record)
-                    last_record = record
-                self.run_log.advance(record)
-                if t.eval_every > 0 and self.step % t.eval_every == 0:
-                    self.evaluate()
-                    self.model.train()
-                if t.save_every > 0 and self.step % t.save_every == 0:
-                    self.save_last()
-        finally:
-            self.run_log.close_bar()
-            for sig, h in old_handlers.items():
-                signal.signal(sig, h)
+        stopped, last_record = self._loop(t_start)
+        t = self.recipe.training
         # final evaluation (unless just done) and checkpoint
-        if (
-            not stopped
-            and t.eval_every > 0
-            and self.step % t.eval_every != 0
-            and self.step > start_step
-        ):
+        if not stopped and t.eval_every > 0 and self.step % t.eval_every and self.step > start_step:
             self.evaluate()
         if t.save_every <= 0 or self.step % t.save_every != 0 or stopped:
             self.save_last()
@@ -428,3 +382,67 @@ class Trainer:
                 f"checkpoints in {self.out}"
             )
         return summary
+
+    def _announce(self) -> tuple[int, int]:
+        """Write the run's recipe and data statistics, log the model; (parameters, per route)."""
+        if self.dist.is_main:
+            from .recipe import dump_recipe
+
+            (self.out / "recipe.yaml").write_text(dump_recipe(self.recipe), encoding="utf-8")
+            (self.out / "data_stats.json").write_text(json.dumps(self.data.stats, indent=2) + "\n")
+            self.run_log.truncate_metrics(self.step)
+        m = unwrap(self.model)
+        n_params = sum(p.numel() for p in m.parameters())
+        per_route = m.route_parameter_count(self.data.routes[0])
+        pairs = sum(len(d) for d in self.data.datasets.values())
+        self.log(
+            f"model: {n_params / 1e6:.2f}M parameters ({per_route / 1e6:.2f}M per route), "
+            f"{len(self.data.routes)} routes, {pairs} pairs, "
+            f"device {self.dist.device}, world {self.dist.world_size}, "
+            f"precision {self.autocast_dtype or 'fp32'}"
+            + (f", init {self.init_report}" if self.init_report else "")
+            + (f", resumed at step {self.step}" if self.step else "")
+        )
+        return n_params, per_route
+
+    def _loop(self, t_start: float) -> tuple[bool, dict[str, Any] | None]:
+        """Updates until ``max_steps``, a signal or the time limit, with the periodic logs,
+        evaluations and checkpoints; (stopped early, the last train record)."""
+        t = self.recipe.training
+        old_handlers = {}
+        if is_main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                old_handlers[sig] = signal.signal(sig, self._on_signal)
+        self.run_log.open_bar(t.max_steps, self.step)
+        self.model.train()
+        window = TrainWindow()
+        last_record: dict[str, Any] | None = None
+        try:
+            while self.step < t.max_steps:
+                sampler_state = self.data.sampler.state_dict()
+                batches = [self.data.sampler.next_batch() for _ in range(t.accumulation)]
+                stats = self.update(
+                    batches, stop_request=self._stop_requested or self._out_of_time(t_start)
+                )
+                if stats.stop:  # no update made: give the batches back for an exact resume
+                    self.data.sampler.load_state_dict(sampler_state)
+                    return True, last_record
+                self.step += 1
+                window.add(stats)
+                record = None
+                if self.step % t.log_every == 0 or self.step == t.max_steps:
+                    lr = self.scheduler.get_last_lr()[0]
+                    record = window.record(self.step, lr, stats.grad_norm, t_start)
+                    self.run_log.write_metrics(record)
+                    last_record = record
+                self.run_log.advance(record)
+                if t.eval_every > 0 and self.step % t.eval_every == 0:
+                    self.evaluate()
+                    self.model.train()
+                if t.save_every > 0 and self.step % t.save_every == 0:
+                    self.save_last()
+        finally:
+            self.run_log.close_bar()
+            for sig, h in old_handlers.items():
+                signal.signal(sig, h)
+        return False, last_record

