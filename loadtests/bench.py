@@ -23,9 +23,9 @@ rotates between repeats); a ratio is the median over repeats of the per-repeat r
 Writes ``results.json`` (with the machine and the command), ``results.csv`` (every timing)
 and ``ratios.png``, ``engines.png``, ``server.png`` into ``--out``.
 
-Long (~660 lines) on purpose: one command, one table; the six measurements share the model
-cache, the interleaving and the ratio table, and each is short (the models are built in
-``bench_models.py``, the server process and HTTP client live in ``server_process.py``).
+Long (~810 lines) on purpose: one command, one table; the six measurements share the model
+cache, the interleaving and the ratio table, and each is a few short steps (the models are
+built in ``bench_models.py``, the server process and HTTP client live in ``server_process.py``).
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import httpx
@@ -207,24 +208,39 @@ def tokenized_sources(models, route, n: int, limit: int) -> list[list[str]]:
     raise SystemExit(f"not enough {route[0]} sentences of at most {limit} pieces")
 
 
-def bench_engines(models, mode: Mode, args, route, log) -> dict:
-    length = mode.length
-    depth = {k: "-".join(map(str, getattr(models.sizes, k))) for k in ("deep", "even")}
+def decode_settings(batch: int) -> list[tuple[str, int, int]]:
+    """(setting, sentences per call, beam): batch 1 (one call per sentence) and ``batch``
+    sentences in one call, each greedy and beam 4."""
+    return [(f"batch {n}, beam {beam}", n, beam) for n in (1, batch) for beam in (1, 4)]
+
+
+def time_setting(
+    variant: Variant, sources: list[list[str]], n: int, beam: int, single: int
+) -> tuple[float, int]:
+    """(seconds, tokens) of one setting: ``single`` calls of one sentence each when ``n`` is
+    1, else one call on ``n`` sentences."""
+    calls = [[s] for s in sources[:single]] if n == 1 else [sources[:n]]
+    timed = [variant.run(c, beam) for c in calls]
+    return sum(t for t, _ in timed), sum(k for _, k in timed)
+
+
+def engine_variants(models, args, route, length: int, depth: dict[str, str]) -> list[Variant]:
+    """The five engines compared: CTranslate2 even/deep, full/filtered vocabulary, LSL, and
+    the PyTorch search on the deep model's weights."""
     deep, even, b = depth["deep"], depth["even"], models.bundles
-    log(f"engines: building {deep} and {even} engines", flush=True)
-    variants = [
+    return [
         ct2_variant(f"ct2 {even} full", b["even"], route, args, length, full_vocab=True),
         ct2_variant(f"ct2 {deep} full", b["deep"], route, args, length, full_vocab=True),
         ct2_variant(f"ct2 {deep} filtered", b["deep"], route, args, length),
         ct2_variant(f"ct2 LSL {deep} filtered", b["lsl"], route, args, length),
         torch_variant(f"torch {deep} full", models, route, args, length),
     ]
-    sources = tokenized_sources(models, route, max(mode.batch, mode.single), 128)
-    settings = [
-        (f"batch 1, beam {beam}" if n == 1 else f"batch {mode.batch}, beam {beam}", n, beam)
-        for n in (1, mode.batch)
-        for beam in (1, 4)
-    ]
+
+
+def measure_engines(variants, sources, settings, mode: Mode, log) -> list[dict]:
+    """One row per (repeat, setting, variant); within a repeat the variants run side by side
+    per setting, and their order rotates between repeats so that no variant always goes
+    first."""
     for v in variants:  # first calls allocate; not timed
         v.run(sources[:2], 1)
     rows = []
@@ -232,13 +248,7 @@ def bench_engines(models, mode: Mode, args, route, log) -> dict:
         order = variants[rep % len(variants) :] + variants[: rep % len(variants)]
         for setting, n, beam in settings:
             for v in order:
-                if n == 1:  # one call per sentence
-                    seconds, tokens = 0.0, 0
-                    for s in sources[: mode.single]:
-                        dt, k = v.run([s], beam)
-                        seconds, tokens = seconds + dt, tokens + k
-                else:
-                    seconds, tokens = v.run(sources[:n], beam)
+                seconds, tokens = time_setting(v, sources, n, beam, mode.single)
                 rows.append(
                     {
                         "part": "engines",
@@ -251,10 +261,19 @@ def bench_engines(models, mode: Mode, args, route, log) -> dict:
                     }
                 )
         log(f"engines: repeat {rep + 1}/{mode.repeats} done", flush=True)
-    for r in rows:  # equal work is what makes the ratios fair
+    return rows
+
+
+def check_equal_lengths(rows: list[dict], mode: Mode) -> None:
+    """Every sentence decoded to ``mode.length`` tokens: equal work makes the ratios fair."""
+    for r in rows:
         n_sent = mode.single if r["setting"].startswith("batch 1,") else mode.batch
-        if r["tokens"] != n_sent * length:
-            raise SystemExit(f"output of another length than {length} tokens: {r}")
+        if r["tokens"] != n_sent * mode.length:
+            raise SystemExit(f"output of another length than {mode.length} tokens: {r}")
+
+
+def engine_table(rows: list[dict], settings, depth: dict[str, str]) -> list[dict]:
+    """ENGINE_COMPARISONS, each in every setting."""
     table = []
     for num, title, cand, base, note in ENGINE_COMPARISONS:
         title, cand, base = (x.format(**depth) for x in (title, cand, base))
@@ -268,12 +287,23 @@ def bench_engines(models, mode: Mode, args, route, log) -> dict:
                     "note": note,
                 }
             )
+    return table
+
+
+def bench_engines(models, mode: Mode, args, route, log) -> dict:
+    depth = {k: "-".join(map(str, getattr(models.sizes, k))) for k in ("deep", "even")}
+    log(f"engines: building {depth['deep']} and {depth['even']} engines", flush=True)
+    variants = engine_variants(models, args, route, mode.length, depth)
+    sources = tokenized_sources(models, route, max(mode.batch, mode.single), 128)
+    settings = decode_settings(mode.batch)
+    rows = measure_engines(variants, sources, settings, mode, log)
+    check_equal_lengths(rows, mode)
     return {
         "route": "-".join(route),
-        "output_tokens_per_sentence": length,
+        "output_tokens_per_sentence": mode.length,
         "sentences": {"batch 1": mode.single, "batched": mode.batch},
         "source_pieces_mean": statistics.mean(len(s) for s in sources[: mode.batch]),
-        "table": table,
+        "table": engine_table(rows, settings, depth),
         "rows": rows,
     }
 
@@ -307,92 +337,96 @@ def _post(client: httpx.Client, body: dict) -> float:
     return time.perf_counter() - t0
 
 
-def bench_server(models, mode: Mode, args, route, log) -> dict:
+def _output_tokens(url: str) -> float:
+    return metric_sum(url, "lsmt_tokens_total", direction="output")
+
+
+# Each way of translating returns (seconds, output tokens, batches): batches are the engine
+# calls (direct: one), as the server counted them, or the requests sent one after another.
+
+
+def _direct(
+    translator, pieces, positions: int, length: int, guards: dict, beam: int
+) -> tuple[float, int, int]:
+    """One ``translate_pieces`` call on every sentence, as the server's engine would run it."""
     from lsmt_bundle.ct2 import translate_pieces
-    from server.bundles import load_served_bundle
-    from server.engines import default_loader
-    from server.settings import Settings
-    from server.text import sentences_of, split_text
 
-    src, tgt = route
-    bundle_dir = models.bundles["lsl"]
-    texts = [t for t in models.sentences[src] if len(t) <= 200][: mode.server_n]
-    served = load_served_bundle(bundle_dir)
-    # The server's own splitting and tokenizing, so both sides translate the same pieces.
-    pieces = [served.encode(s, src, tgt) for t in texts for s in sentences_of(split_text(t, src))]
-    settings = Settings(device=args.device)
-    translator, _ = default_loader(served.bundle, src, tgt, settings)
-    positions, length = served.max_source_positions, mode.server_length
-    # Random weights: the output checks would flag and decode again what means nothing; the
-    # decoding guards stay, on both sides.
-    env = {
-        "LSMT_DEVICE": args.device,
-        "LSMT_WARMUP_ROUTES": f"{src}-{tgt}",
-        "LSMT_OUTPUT_CHECKS": "false",
-    }
-    guards = {
-        "repetition_penalty": settings.repetition_penalty,
-        "no_repeat_ngram_size": settings.no_repeat_ngram_size,
-    }
+    t0 = time.perf_counter()
+    res = translate_pieces(
+        translator, pieces, positions, beam_size=beam, max_length=length, **guards
+    )
+    return time.perf_counter() - t0, sum(len(r.hypotheses[0]) for r in res), 1
+
+
+def _server_concurrent(url: str, bodies: list[dict]) -> tuple[float, int, int]:
+    """Every request sent at once; the server's metrics count the tokens and batches."""
+    out0 = _output_tokens(url)
+    b0 = metric_sum(url, "lsmt_batch_size_count")
+    dt, _ = concurrent_requests(url, bodies)
+    out = _output_tokens(url) - out0
+    return dt, int(out), int(metric_sum(url, "lsmt_batch_size_count") - b0)
+
+
+def _server_sequential(
+    url: str, client: httpx.Client, bodies: list[dict]
+) -> tuple[float, int, int]:
+    """The requests one after another."""
+    out0 = _output_tokens(url)
+    dt = sum(_post(client, b) for b in bodies)
+    out = _output_tokens(url) - out0
+    return dt, int(out), len(bodies)
+
+
+def measure_server(
+    server: ServerProcess,
+    client: httpx.Client,
+    bodies: list[dict],
+    direct: Callable[[], tuple[float, int, int]],
+    repeats: int,
+    setting: str,
+    sentences: int,
+) -> list[dict]:
+    """One row per (repeat, way of translating): ``direct`` next to the same requests sent
+    to the server at once and one after another; the order rotates between repeats."""
+    ways = [
+        ("direct", direct),
+        ("server concurrent", partial(_server_concurrent, server.url, bodies)),
+        ("server sequential", partial(_server_sequential, server.url, client, bodies)),
+    ]
+    direct()  # warm both sides
+    concurrent_requests(server.url, bodies[:2])
     rows = []
-    log("server: starting python -m server", flush=True)
-    with (
-        ServerProcess([bundle_dir], env) as server,
-        httpx.Client(base_url=server.url, timeout=300) as client,
-    ):
-        for beam in (1, 4):
-            bodies = [
-                {"text": t, "source": src, "target": tgt, "beam_size": beam, "max_length": length}
-                for t in texts
-            ]
+    for rep in range(repeats):
+        for name, fn in ways[rep % 3 :] + ways[: rep % 3]:
+            seconds, tokens, batches = fn()
+            rows.append(
+                {
+                    "part": "server",
+                    "repeat": rep,
+                    "setting": setting,
+                    "variant": name,
+                    "seconds": seconds,
+                    "tokens": tokens,
+                    "batches": batches,
+                    "sentences_per_s": sentences / seconds,
+                }
+            )
+    return rows
 
-            def direct(beam=beam) -> tuple[float, int, int]:
-                t0 = time.perf_counter()
-                res = translate_pieces(
-                    translator, pieces, positions, beam_size=beam, max_length=length, **guards
-                )
-                return time.perf_counter() - t0, sum(len(r.hypotheses[0]) for r in res), 1
 
-            def concurrent(bodies=bodies) -> tuple[float, int, int]:
-                out0 = metric_sum(server.url, "lsmt_tokens_total", direction="output")
-                b0 = metric_sum(server.url, "lsmt_batch_size_count")
-                dt, _ = concurrent_requests(server.url, bodies)
-                out = metric_sum(server.url, "lsmt_tokens_total", direction="output") - out0
-                return dt, int(out), int(metric_sum(server.url, "lsmt_batch_size_count") - b0)
+SERVER_COMPARISONS = [  # (title, candidate, baseline)
+    ("server concurrent / direct translate_batch", "server concurrent", "direct"),
+    ("server concurrent / server sequential", "server concurrent", "server sequential"),
+]
 
-            def sequential(bodies=bodies) -> tuple[float, int, int]:
-                out0 = metric_sum(server.url, "lsmt_tokens_total", direction="output")
-                dt = sum(_post(client, b) for b in bodies)
-                out = metric_sum(server.url, "lsmt_tokens_total", direction="output") - out0
-                return dt, int(out), len(bodies)
 
-            modes = [("direct", direct), ("server concurrent", concurrent)]
-            modes.append(("server sequential", sequential))
-            direct()  # warm both sides
-            concurrent_requests(server.url, bodies[:2])
-            for rep in range(mode.repeats):
-                for name, fn in modes[rep % 3 :] + modes[: rep % 3]:
-                    seconds, tokens, batches = fn()
-                    rows.append(
-                        {
-                            "part": "server",
-                            "repeat": rep,
-                            "setting": f"{len(texts)} requests, beam {beam}",
-                            "variant": name,
-                            "seconds": seconds,
-                            "tokens": tokens,
-                            "batches": batches,
-                            "sentences_per_s": len(pieces) / seconds,
-                        }
-                    )
-            log(f"server: beam {beam} done", flush=True)
+def server_table(rows: list[dict]) -> list[dict]:
+    """SERVER_COMPARISONS in every setting: medians of sentences/s and of the per-repeat
+    ratios, with the output tokens of both sides (equal when the comparison is fair)."""
     table = []
     for setting in dict.fromkeys(r["setting"] for r in rows):
         sub = [r for r in rows if r["setting"] == setting]
-        for title, cand, base in (
-            ("server concurrent / direct translate_batch", "server concurrent", "direct"),
-            ("server concurrent / server sequential", "server concurrent", "server sequential"),
-        ):
+        for title, cand, base in SERVER_COMPARISONS:
             c = {r["repeat"]: r for r in sub if r["variant"] == cand}
             b = {r["repeat"]: r for r in sub if r["variant"] == base}
             table.append(
@@ -416,6 +450,55 @@ def bench_server(models, mode: Mode, args, route, log) -> dict:
                     "server_batches": statistics.median(r["batches"] for r in c.values()),
                 }
             )
+    return table
+
+
+def _server_env(args, route) -> dict[str, str]:
+    # Random weights: the output checks would flag and decode again what means nothing; the
+    # decoding guards stay, on both sides.
+    return {
+        "LSMT_DEVICE": args.device,
+        "LSMT_WARMUP_ROUTES": "-".join(route),
+        "LSMT_OUTPUT_CHECKS": "false",
+    }
+
+
+def bench_server(models, mode: Mode, args, route, log) -> dict:
+    from server.bundles import load_served_bundle
+    from server.engines import default_loader
+    from server.settings import Settings
+    from server.text import sentences_of, split_text
+
+    src, tgt = route
+    bundle_dir = models.bundles["lsl"]
+    texts = [t for t in models.sentences[src] if len(t) <= 200][: mode.server_n]
+    served = load_served_bundle(bundle_dir)
+    # The server's own splitting and tokenizing, so both sides translate the same pieces.
+    pieces = [served.encode(s, src, tgt) for t in texts for s in sentences_of(split_text(t, src))]
+    settings = Settings(device=args.device)
+    translator, _ = default_loader(served.bundle, src, tgt, settings)
+    positions, length = served.max_source_positions, mode.server_length
+    guards = {
+        "repetition_penalty": settings.repetition_penalty,
+        "no_repeat_ngram_size": settings.no_repeat_ngram_size,
+    }
+    rows = []
+    log("server: starting python -m server", flush=True)
+    with (
+        ServerProcess([bundle_dir], _server_env(args, route)) as server,
+        httpx.Client(base_url=server.url, timeout=300) as client,
+    ):
+        for beam in (1, 4):
+            bodies = [
+                {"text": t, "source": src, "target": tgt, "beam_size": beam, "max_length": length}
+                for t in texts
+            ]
+            direct = partial(_direct, translator, pieces, positions, length, guards, beam)
+            setting = f"{len(texts)} requests, beam {beam}"
+            rows += measure_server(
+                server, client, bodies, direct, mode.repeats, setting, len(pieces)
+            )
+            log(f"server: beam {beam} done", flush=True)
     return {
         "route": f"{src}-{tgt}",
         "requests": len(texts),
@@ -427,7 +510,7 @@ def bench_server(models, mode: Mode, args, route, log) -> dict:
             "intra_threads": settings.resolved_intra_threads,
             "batch_wait_ms": settings.batch_wait_ms,
         },
-        "table": table,
+        "table": server_table(rows),
         "rows": rows,
     }
 
@@ -435,26 +518,54 @@ def bench_server(models, mode: Mode, args, route, log) -> dict:
 # Lazy loading (6) ---------------------------------------------------------------------------
 
 
-def bench_lazy(models, mode: Mode, args, log) -> dict:
-    bundle_dir = models.bundles["lsl"]
-    src = "en"
-    targets = [t for t in models.sizes.languages if t != src][: mode.cold_routes]
-    texts = [t for t in models.sentences[src] if len(t) <= 200]
+@dataclass
+class LazyServer:
+    """A server started with nothing loaded, then asked for one cold route after another."""
+
+    start_s: float  # until /readyz
+    rss_empty: int  # resident bytes before any request
+    rss_one: int  # after the first route's first request
+    engine_bytes_one: int  # engine memory the server reports with one route loaded
+    rows: list[dict]  # per route: first (cold) request and median of 3 warm ones, in s
+
+
+@dataclass
+class EagerServer:
+    """A server that loaded every route at start."""
+
+    start_s: float  # until /readyz
+    rss: int
+    engine_bytes: int
+    engines_loaded: int
+    routes: int
+
+
+def _lazy_env(args, warmup: str) -> dict[str, str]:
     big = str(64 * GiB)  # no eviction: every engine stays
-    rows = []
+    return {
+        "LSMT_DEVICE": args.device,
+        "LSMT_WARMUP_ROUTES": warmup,
+        "LSMT_DEVICE_BUDGET_BYTES": big,
+    }
+
+
+def measure_lazy(
+    bundle_dir: Path, args, src: str, targets: list[str], texts: list[str]
+) -> LazyServer:
+    """Start-up, memory and per-route cold and warm latency of a server that loads routes on
+    first use."""
 
     def body(i: int, tgt: str) -> dict:
         text = texts[i % len(texts)]
         return {"text": text, "source": src, "target": tgt, "beam_size": 1, "max_length": 32}
 
-    log("lazy: server with nothing loaded", flush=True)
+    rows = []
     t0 = time.perf_counter()
-    env = {"LSMT_DEVICE": args.device, "LSMT_WARMUP_ROUTES": "[]", "LSMT_DEVICE_BUDGET_BYTES": big}
     with (
-        ServerProcess([bundle_dir], env) as server,
+        ServerProcess([bundle_dir], _lazy_env(args, "[]")) as server,
         httpx.Client(base_url=server.url, timeout=300) as client,
     ):
-        lazy_start = time.perf_counter() - t0
+        start_s = time.perf_counter() - t0
         rss_empty = server.rss_bytes()
         for i, tgt in enumerate(targets):
             cold = _post(client, body(i, tgt))
@@ -463,20 +574,31 @@ def bench_lazy(models, mode: Mode, args, log) -> dict:
                 bytes_one = client.get("/v1/models").json()["used"]["device_bytes"]
             warm = statistics.median(_post(client, body(i + k + 1, tgt)) for k in range(3))
             rows.append({"part": "lazy", "route": f"{src}-{tgt}", "cold_s": cold, "warm_s": warm})
-    log("lazy: server loading every route at start", flush=True)
+    return LazyServer(start_s, rss_empty, rss_one, bytes_one, rows)
+
+
+def measure_eager(bundle_dir: Path, args) -> EagerServer:
+    """Start-up and memory of a server that loads every route before /readyz."""
     t0 = time.perf_counter()
-    env = {"LSMT_DEVICE": args.device, "LSMT_WARMUP_ROUTES": "all", "LSMT_DEVICE_BUDGET_BYTES": big}
-    with ServerProcess([bundle_dir], env) as server:
-        eager_start = time.perf_counter() - t0
-        rss_all = server.rss_bytes()
+    with ServerProcess([bundle_dir], _lazy_env(args, "all")) as server:
+        start_s = time.perf_counter() - t0
+        rss = server.rss_bytes()
         info = httpx.get(f"{server.url}/v1/models", timeout=30).json()
-    bytes_all = info["used"]["device_bytes"]
-    loaded = sum(1 for e in info["engines"] if e["state"] == "loaded")
-    routes = len(info["bundles"][0]["routes"])
-    cold = statistics.median(r["cold_s"] for r in rows)
-    warm = statistics.median(r["warm_s"] for r in rows)
-    mib = 1 << 20
-    table = [
+    return EagerServer(
+        start_s,
+        rss,
+        engine_bytes=info["used"]["device_bytes"],
+        engines_loaded=sum(1 for e in info["engines"] if e["state"] == "loaded"),
+        routes=len(info["bundles"][0]["routes"]),
+    )
+
+
+def lazy_table(lazy: LazyServer, eager: EagerServer, src: str) -> list[dict]:
+    """Cold vs warm latency, eager vs lazy memory and eager vs lazy start-up."""
+    rows, mib = lazy.rows, 1 << 20
+    engines = f"{eager.routes} routes, {eager.engines_loaded} engines"
+    engine_mib = f"engines {eager.engine_bytes / mib:.0f} vs {lazy.engine_bytes_one / mib:.0f} MiB"
+    return [
         {
             "item": "6",
             "comparison": "cold route / warm route, first request latency",
@@ -484,43 +606,58 @@ def bench_lazy(models, mode: Mode, args, log) -> dict:
             "candidate": "cold",
             "baseline": "warm",
             "unit": "ms",
-            "candidate_value": cold * 1000,
-            "baseline_value": warm * 1000,
+            "candidate_value": statistics.median(r["cold_s"] for r in rows) * 1000,
+            "baseline_value": statistics.median(r["warm_s"] for r in rows) * 1000,
             "ratio": statistics.median(r["cold_s"] / r["warm_s"] for r in rows),
             "note": "assemble + load + translate",
         },
         {
             "item": "6",
             "comparison": "resident memory, every route eager / one route lazy",
-            "setting": f"{routes} routes, {loaded} engines",
+            "setting": engines,
             "candidate": "eager",
             "baseline": "lazy, one route",
             "unit": "MiB",
-            "candidate_value": rss_all / mib,
-            "baseline_value": rss_one / mib,
-            "ratio": rss_all / rss_one,
-            "note": f"engines {bytes_all / mib:.0f} vs {bytes_one / mib:.0f} MiB",
+            "candidate_value": eager.rss / mib,
+            "baseline_value": lazy.rss_one / mib,
+            "ratio": eager.rss / lazy.rss_one,
+            "note": engine_mib,
         },
         {
             "item": "6",
             "comparison": "start-up time, eager / lazy",
-            "setting": f"{routes} routes, {loaded} engines",
+            "setting": engines,
             "candidate": "eager",
             "baseline": "lazy",
             "unit": "s",
-            "candidate_value": eager_start,
-            "baseline_value": lazy_start,
-            "ratio": eager_start / lazy_start,
+            "candidate_value": eager.start_s,
+            "baseline_value": lazy.start_s,
+            "ratio": eager.start_s / lazy.start_s,
             "note": "until /readyz",
         },
     ]
+
+
+def bench_lazy(models, mode: Mode, args, log) -> dict:
+    bundle_dir = models.bundles["lsl"]
+    src = "en"
+    targets = [t for t in models.sizes.languages if t != src][: mode.cold_routes]
+    texts = [t for t in models.sentences[src] if len(t) <= 200]
+    log("lazy: server with nothing loaded", flush=True)
+    lazy = measure_lazy(bundle_dir, args, src, targets, texts)
+    log("lazy: server loading every route at start", flush=True)
+    eager = measure_eager(bundle_dir, args)
     return {
-        "rss_bytes": {"nothing_loaded": rss_empty, "one_route": rss_one, "all_routes": rss_all},
-        "engine_bytes": {"one_route": bytes_one, "all_routes": bytes_all},
-        "engines_loaded_eager": loaded,
-        "routes": routes,
-        "table": table,
-        "rows": rows,
+        "rss_bytes": {
+            "nothing_loaded": lazy.rss_empty,
+            "one_route": lazy.rss_one,
+            "all_routes": eager.rss,
+        },
+        "engine_bytes": {"one_route": lazy.engine_bytes_one, "all_routes": eager.engine_bytes},
+        "engines_loaded_eager": eager.engines_loaded,
+        "routes": eager.routes,
+        "table": lazy_table(lazy, eager, src),
+        "rows": lazy.rows,
     }
 
 

@@ -47,7 +47,7 @@ def build(recipe_name: str, args: argparse.Namespace, out: Path) -> Trainer:
     return Trainer(recipe, out / recipe_name.replace("/", "_"), device="cpu", progress=False)
 
 
-def main(argv: list[str] | None = None) -> dict:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--recipes", default=RECIPES, help="comma-separated; the first is the baseline")
     p.add_argument("--steps", type=int, default=10, help="timed rounds")
@@ -57,17 +57,15 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--set", nargs="*", metavar="KEY=VALUE", help="overrides for every recipe")
     p.add_argument("--out", type=Path, default=Path("runs/bench_methods"))
-    args = p.parse_args(argv)
-    args.out.mkdir(parents=True, exist_ok=True)
-    names = [r.strip() for r in args.recipes.split(",") if r.strip()]
+    return p.parse_args(argv)
 
-    trainers = {name: build(name, args, args.out) for name in names}
-    params = {
-        name: sum(q.numel() for q in tr.model.parameters() if q.requires_grad)
-        for name, tr in trainers.items()
-    }
+
+def run_rounds(trainers: dict[str, Trainer], warmup: int, steps: int) -> list[dict[str, dict]]:
+    """``warmup`` untimed rounds, then ``steps`` timed ones, returned: per recipe, one update's
+    target tokens, seconds and NLL. One step of each recipe per round, so that load from
+    anything else on the machine falls on every recipe alike."""
     rounds: list[dict[str, dict]] = []
-    for i in range(args.warmup + args.steps):
+    for i in range(warmup + steps):
         this_round = {}
         for name, tr in trainers.items():
             t = tr.recipe.training
@@ -76,40 +74,59 @@ def main(argv: list[str] | None = None) -> dict:
             stats = tr.update(batches)
             seconds = time.perf_counter() - t0
             this_round[name] = {"tokens": stats.ntokens, "seconds": seconds, "nll": stats.nll}
-        if i >= args.warmup:
+        if i >= warmup:
             rounds.append(this_round)
-        steps = " ".join(f"{v['seconds']:.2f}" for v in this_round.values())
-        kind = "warm-up" if i < args.warmup else "timed"
-        print(f"round {i + 1}/{args.warmup + args.steps} ({kind}): {steps} s", flush=True)
+        step_s = " ".join(f"{v['seconds']:.2f}" for v in this_round.values())
+        kind = "warm-up" if i < warmup else "timed"
+        print(f"round {i + 1}/{warmup + steps} ({kind}): {step_s} s", flush=True)
+    return rounds
 
+
+def recipe_row(name: str, base: str, rounds: list[dict[str, dict]], params: int) -> dict:
+    """One recipe's throughput over the rounds and its per-round ratios to ``base``."""
+    tps = [r[name]["tokens"] / r[name]["seconds"] for r in rounds]
+    base_tps = [r[base]["tokens"] / r[base]["seconds"] for r in rounds]
+    ratios = [a / b for a, b in zip(tps, base_tps, strict=True)]
+    tokens = sum(r[name]["tokens"] for r in rounds)
+    seconds = sum(r[name]["seconds"] for r in rounds)
+    return {
+        "recipe": name,
+        "trainable_parameters": params,
+        "tgt_tokens_per_s": tokens / seconds,
+        "median_step_s": statistics.median(r[name]["seconds"] for r in rounds),
+        "ratio_median": statistics.median(ratios),
+        "ratio_min": min(ratios),
+        "ratio_max": max(ratios),
+        "tokens": tokens,
+        "seconds": seconds,
+        "mean_nll": sum(r[name]["nll"] for r in rounds) / len(rounds),
+    }
+
+
+def print_row(row: dict) -> None:
+    print(
+        f"{row['recipe']:<20} {row['tgt_tokens_per_s']:>7.0f} target tokens/s  "
+        f"x{row['ratio_median']:.2f} (rounds {row['ratio_min']:.2f}.."
+        f"{row['ratio_max']:.2f})  median step {row['median_step_s']:.2f}s",
+        flush=True,
+    )
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    names = [r.strip() for r in args.recipes.split(",") if r.strip()]
+    trainers = {name: build(name, args, args.out) for name in names}
+    params = {
+        name: sum(q.numel() for q in tr.model.parameters() if q.requires_grad)
+        for name, tr in trainers.items()
+    }
+    rounds = run_rounds(trainers, args.warmup, args.steps)
     base = names[0]
     rows = []
     for name in names:
-        tps = [r[name]["tokens"] / r[name]["seconds"] for r in rounds]
-        base_tps = [r[base]["tokens"] / r[base]["seconds"] for r in rounds]
-        ratios = [a / b for a, b in zip(tps, base_tps, strict=True)]
-        tokens = sum(r[name]["tokens"] for r in rounds)
-        seconds = sum(r[name]["seconds"] for r in rounds)
-        rows.append(
-            {
-                "recipe": name,
-                "trainable_parameters": params[name],
-                "tgt_tokens_per_s": tokens / seconds,
-                "median_step_s": statistics.median(r[name]["seconds"] for r in rounds),
-                "ratio_median": statistics.median(ratios),
-                "ratio_min": min(ratios),
-                "ratio_max": max(ratios),
-                "tokens": tokens,
-                "seconds": seconds,
-                "mean_nll": sum(r[name]["nll"] for r in rounds) / len(rounds),
-            }
-        )
-        print(
-            f"{name:<20} {rows[-1]['tgt_tokens_per_s']:>7.0f} target tokens/s  "
-            f"x{rows[-1]['ratio_median']:.2f} (rounds {rows[-1]['ratio_min']:.2f}.."
-            f"{rows[-1]['ratio_max']:.2f})  median step {rows[-1]['median_step_s']:.2f}s",
-            flush=True,
-        )
+        rows.append(recipe_row(name, base, rounds, params[name]))
+        print_row(rows[-1])
     machine = f"{platform.machine()} CPU, {torch.get_num_threads()} intra-op threads used"
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
     result = {"machine": machine, **settings, "baseline": base, "results": rows}

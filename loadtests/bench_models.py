@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 TEST_BOOK = 44  # Acts: the corpus's held-out test book (docs/data.md)
+BUNDLES = ("deep", "even", "lsl")  # the three models, by name
 
 
 @dataclass(frozen=True)
@@ -159,14 +160,8 @@ def _key(sizes: Sizes) -> str:
     return h.hexdigest()[:12]
 
 
-def build(sizes: Sizes, cache: Path, log=print) -> BenchModels:
-    """Tokenizer, target vocabularies and the three bundles (cached)."""
-    import sentencepiece as spm
-
-    from lsmt_core.tags import QUALITY_TAGS, lang_tag
-    from lsmt_core.target_vocab import select_target_vocab
-
-    root = cache / _key(sizes)
+def split_verses(sizes: Sizes) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """The verses of ``sizes.books`` per language: (held out: the test book, train: the rest)."""
     verses = _verses(sizes)
     held_out = {
         lang: [t for (b, _, _), t in v.items() if b == TEST_BOOK] for lang, v in verses.items()
@@ -174,32 +169,41 @@ def build(sizes: Sizes, cache: Path, log=print) -> BenchModels:
     train = {
         lang: [t for (b, _, _), t in v.items() if b != TEST_BOOK] for lang, v in verses.items()
     }
-    done = root / "done.json"
-    if done.is_file():
-        info = json.loads(done.read_text())
-        return BenchModels(
-            sizes,
-            root,
-            root / "tokenizer" / "spm.model",
-            {n: root / n for n in ("deep", "even", "lsl")},
-            held_out,
-            info["target_vocab_sizes"],
-        )
-    shutil.rmtree(root, ignore_errors=True)
-    log(f"building benchmark models into {root} (once; cached)")
-    tokenizer = _train_tokenizer(train, root / "tokenizer", sizes.vocab)
+    return held_out, train
+
+
+def _target_vocabularies(
+    sizes: Sizes, tokenizer: Path, pieces: list[str], train: dict[str, list[str]]
+) -> dict[str, list[int]]:
+    """Each language's target vocabulary, selected from its training verses' pieces."""
+    import sentencepiece as spm
+
+    from lsmt_core.tags import QUALITY_TAGS, lang_tag
+    from lsmt_core.target_vocab import select_target_vocab
+
     sp = spm.SentencePieceProcessor(model_file=str(tokenizer))
-    pieces = _pieces(tokenizer)
     tags = tuple(lang_tag(lang) for lang in sizes.languages) + tuple(QUALITY_TAGS)
     target_vocab = {}
     for lang, lines in train.items():
         freq = Counter(p for line in lines for p in sp.encode(line, out_type=str))
         target_vocab[lang] = select_target_vocab(freq, pieces, 1, sizes.target_vocab, tags)
-    routes = [(s, t) for s in sizes.languages for t in sizes.languages if s != t]
+    return target_vocab
+
+
+def _export_bundles(
+    sizes: Sizes,
+    root: Path,
+    tokenizer: Path,
+    vocab: int,
+    target_vocab: dict[str, list[int]],
+    log,
+) -> None:
+    """The deep, even and LSL models (random weights) exported as bundles under ``root``."""
     from model_export.from_torch import export_bundle
 
-    for name in ("deep", "even", "lsl"):
-        model = _torch_model(sizes, name, len(pieces))
+    routes = [(s, t) for s in sizes.languages for t in sizes.languages if s != t]
+    for name in BUNDLES:
+        model = _torch_model(sizes, name, vocab)
         export_bundle(
             model,
             root / name,
@@ -213,13 +217,35 @@ def build(sizes: Sizes, cache: Path, log=print) -> BenchModels:
         )
         log(f"  {name}: {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters")
         del model
-    sizes_out = {lang: len(ids) for lang, ids in target_vocab.items()}
-    done.write_text(json.dumps({"target_vocab_sizes": sizes_out}) + "\n")
+
+
+def _bench_models(
+    sizes: Sizes, root: Path, held_out: dict[str, list[str]], target_vocab_sizes: dict[str, int]
+) -> BenchModels:
     return BenchModels(
         sizes,
         root,
-        tokenizer,
-        {n: root / n for n in ("deep", "even", "lsl")},
+        root / "tokenizer" / "spm.model",
+        {n: root / n for n in BUNDLES},
         held_out,
-        sizes_out,
+        target_vocab_sizes,
     )
+
+
+def build(sizes: Sizes, cache: Path, log=print) -> BenchModels:
+    """Tokenizer, target vocabularies and the three bundles (cached)."""
+    root = cache / _key(sizes)
+    held_out, train = split_verses(sizes)
+    done = root / "done.json"
+    if done.is_file():
+        info = json.loads(done.read_text())
+        return _bench_models(sizes, root, held_out, info["target_vocab_sizes"])
+    shutil.rmtree(root, ignore_errors=True)
+    log(f"building benchmark models into {root} (once; cached)")
+    tokenizer = _train_tokenizer(train, root / "tokenizer", sizes.vocab)
+    pieces = _pieces(tokenizer)
+    target_vocab = _target_vocabularies(sizes, tokenizer, pieces, train)
+    _export_bundles(sizes, root, tokenizer, len(pieces), target_vocab, log)
+    sizes_out = {lang: len(ids) for lang, ids in target_vocab.items()}
+    done.write_text(json.dumps({"target_vocab_sizes": sizes_out}) + "\n")
+    return _bench_models(sizes, root, held_out, sizes_out)

@@ -27,8 +27,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .bench import Variant, ct2_variant, machine
-from .bench_models import TEST_BOOK, _train_tokenizer, _verses
+from .bench import Variant, ct2_variant, decode_settings, machine, time_setting
+from .bench_models import TEST_BOOK, _train_tokenizer, split_verses
 from .server_process import ROOT
 
 
@@ -78,13 +78,7 @@ def build(sizes: SparseSizes, out: Path, log=print) -> tuple[Path, dict[str, lis
     from model_export.from_torch import export_bundle
     from training.model import ModelConfig, build_model
 
-    verses = _verses(sizes)  # type: ignore[arg-type]
-    held_out = {
-        lang: [t for (b, _, _), t in v.items() if b == TEST_BOOK] for lang, v in verses.items()
-    }
-    train = {
-        lang: [t for (b, _, _), t in v.items() if b != TEST_BOOK] for lang, v in verses.items()
-    }
+    held_out, train = split_verses(sizes)  # type: ignore[arg-type]
     tokenizer = _train_tokenizer(train, out / "tokenizer", sizes.vocab)
     import sentencepiece as spm
 
@@ -145,23 +139,9 @@ def engine_parameters(bundle_dir: Path, route, sparse: bool) -> int:
     return sum(int(v.size) for v in bundle.assemble(*route).weights.values())
 
 
-def main(argv: list[str] | None = None) -> dict:
-    args = parse_args(argv)
-    args.device = "cpu"
-    mode = QUICK if args.quick else FULL
-    if args.repeats:
-        mode = SparseMode(**{**mode.__dict__, "repeats": args.repeats})
-    route = tuple(args.route.split("-"))
-    args.out.mkdir(parents=True, exist_ok=True)
-    started = time.perf_counter()
-    bundle_dir, held_out, _ = build(mode.sizes, args.out / "model")
-    variants: list[Variant] = [
-        ct2_variant("sparse", bundle_dir, route, args, mode.length),
-        ct2_variant("dense", bundle_dir, route, args, mode.length, full_vocab=True),
-    ]
-    sources = sources_for(bundle_dir, held_out, route, max(mode.batch, mode.single))
-    settings = [(f"batch 1, beam {b}", 1, b) for b in (1, 4)]
-    settings += [(f"batch {mode.batch}, beam {b}", mode.batch, b) for b in (1, 4)]
+def measure(variants: list[Variant], sources, settings, mode: SparseMode) -> list[dict]:
+    """One row per (repeat, setting, variant); the variants alternate within every setting
+    and their order rotates between repeats."""
     for v in variants:  # first calls allocate; not timed
         v.run(sources[:2], 1)
     rows = []
@@ -169,15 +149,19 @@ def main(argv: list[str] | None = None) -> dict:
         order = variants[rep % 2 :] + variants[: rep % 2]
         for setting, n, beam in settings:
             for v in order:
-                calls = [[s] for s in sources[: mode.single]] if n == 1 else [sources[:n]]
-                timed = [v.run(c, beam) for c in calls]
-                seconds, tokens = sum(t for t, _ in timed), sum(k for _, k in timed)
-                if tokens != len(calls) * len(calls[0]) * mode.length:
+                seconds, tokens = time_setting(v, sources, n, beam, mode.single)
+                # equal work on both sides: every sentence decoded to mode.length tokens
+                if tokens != (mode.single if n == 1 else n) * mode.length:
                     raise SystemExit(f"{v.name}: output of another length than {mode.length}")
                 rows.append(
                     {"repeat": rep, "setting": setting, "variant": v.name, "seconds": seconds,
                      "tokens": tokens, "tokens_per_s": tokens / seconds}
                 )  # fmt: skip
+    return rows
+
+
+def ratio_table(rows: list[dict], settings) -> list[dict]:
+    """Per setting: median tokens/s of both variants and the median of per-repeat ratios."""
     table = []
     for setting, _, _ in settings:
         tps = {
@@ -195,6 +179,40 @@ def main(argv: list[str] | None = None) -> dict:
                 ),
             }
         )
+    return table
+
+
+def print_summary(result: dict, args, mode: SparseMode) -> None:
+    print(f"{result['mode']} mode, int8 on CPU, {args.threads} thread(s), {mode.repeats} repeats")
+    print(f"route {result['route']}, {mode.length} tokens per sentence; engine parameters "
+          f"sparse {result['engine_parameters']['sparse'] / 1e6:.2f}M, dense "
+          f"{result['engine_parameters']['dense'] / 1e6:.2f}M")  # fmt: skip
+    for r in result["table"]:
+        print(
+            f"  {r['setting']:<18} sparse {r['sparse_tokens_per_s']:8.1f} tok/s  dense "
+            f"{r['dense_tokens_per_s']:8.1f} tok/s  ratio {r['ratio']:.2f}"
+        )
+    print(f"wrote {args.out / 'results.json'} ({result['seconds']:.0f} s)")
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = parse_args(argv)
+    args.device = "cpu"
+    mode = QUICK if args.quick else FULL
+    if args.repeats:
+        mode = SparseMode(**{**mode.__dict__, "repeats": args.repeats})
+    route = tuple(args.route.split("-"))
+    args.out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    bundle_dir, held_out, _ = build(mode.sizes, args.out / "model")
+    variants: list[Variant] = [
+        ct2_variant("sparse", bundle_dir, route, args, mode.length),
+        ct2_variant("dense", bundle_dir, route, args, mode.length, full_vocab=True),
+    ]
+    sources = sources_for(bundle_dir, held_out, route, max(mode.batch, mode.single))
+    settings = decode_settings(mode.batch)
+    rows = measure(variants, sources, settings, mode)
+    table = ratio_table(rows, settings)
     result = {
         "command": "python -m loadtests.bench_sparse "
         + " ".join(sys.argv[1:] if argv is None else argv),
@@ -212,16 +230,7 @@ def main(argv: list[str] | None = None) -> dict:
         "seconds": time.perf_counter() - started,
     }
     (args.out / "results.json").write_text(json.dumps(result, indent=1) + "\n")
-    print(f"{result['mode']} mode, int8 on CPU, {args.threads} thread(s), {mode.repeats} repeats")
-    print(f"route {result['route']}, {mode.length} tokens per sentence; engine parameters "
-          f"sparse {result['engine_parameters']['sparse'] / 1e6:.2f}M, dense "
-          f"{result['engine_parameters']['dense'] / 1e6:.2f}M")  # fmt: skip
-    for r in table:
-        print(
-            f"  {r['setting']:<18} sparse {r['sparse_tokens_per_s']:8.1f} tok/s  dense "
-            f"{r['dense_tokens_per_s']:8.1f} tok/s  ratio {r['ratio']:.2f}"
-        )
-    print(f"wrote {args.out / 'results.json'} ({result['seconds']:.0f} s)")
+    print_summary(result, args, mode)
     return result
 
 

@@ -286,74 +286,87 @@ class EngineRegistry:
         return max(same, default=0)
 
     async def _load(self, e: Engine, prior: State, fut: asyncio.Future[None]) -> None:
-        loop = asyncio.get_running_loop()
         t0 = time.perf_counter()
         estimate = self._estimate(e)
-        reserved = 0
         try:
-            if prior == State.HOST:
-                # Leaves the host tier while it moves back (counted as a reservation).
-                e.state = State.LOADING
-                estimate = e.nbytes
-            await self._make_room(estimate, e)
-            self._reserved += estimate
-            reserved = estimate
-            if prior == State.HOST and e.translator is not None:
-                await loop.run_in_executor(self._executor, e.translator.load_model)
-                translator, nbytes = e.translator, e.nbytes
-            else:
-                translator, nbytes = await loop.run_in_executor(
-                    self._executor, self.loader, e.served.bundle, *e.route, self.settings
-                )
+            translator, nbytes = await self._load_within_budget(e, prior, estimate)
+        except BudgetExhausted as exc:
+            self._load_postponed(e, prior, fut, exc)
+            return
+        except Exception as exc:
+            self._load_failed(e, fut, exc)
+            return
+        self._load_done(e, fut, translator, nbytes, time.perf_counter() - t0)
+
+    async def _load_within_budget(self, e: Engine, prior: State, estimate: int) -> tuple[Any, int]:
+        """Room for the estimate (reserved while loading), the load, then room for the
+        engine's actual size when it came out larger."""
+        if prior == State.HOST:
+            # Leaves the host tier while it moves back (counted as a reservation).
+            e.state = State.LOADING
+            estimate = e.nbytes
+        await self._make_room(estimate, e)
+        self._reserved += estimate
+        try:
+            translator, nbytes = await self._assemble_or_restore(e, prior)
             nbytes = int(nbytes)
             if nbytes > self.device_budget:
                 raise MemoryError(
                     f"engine needs {nbytes} bytes but the device budget is "
                     f"{self.device_budget} bytes (LSMT_DEVICE_BUDGET_BYTES)"
                 )
-            if nbytes > reserved:
-                self._reserved -= reserved
-                reserved = 0
-                await self._make_room(nbytes, e)
-            else:
-                self._reserved -= reserved
-                reserved = 0
-        except BudgetExhausted as exc:
-            # Transient: the engine goes back to where it was; no failure, no backoff.
-            if reserved:
-                self._reserved -= reserved
-            if prior != State.HOST:
-                e.translator = None
-            e.state = (
-                State.HOST if prior == State.HOST and e.translator is not None else (State.UNLOADED)
-            )
-            self.update_gauges()
-            self._notify()
-            fut.set_exception(EngineUnavailable(e.key, str(exc), 1.0))
-            return
-        except Exception as exc:
-            if reserved:
-                self._reserved -= reserved
+        except Exception:
+            self._reserved -= estimate
+            raise
+        self._reserved -= estimate
+        if nbytes > estimate:
+            await self._make_room(nbytes, e)
+        return translator, nbytes
+
+    async def _assemble_or_restore(self, e: Engine, prior: State) -> tuple[Any, int]:
+        """(translator, nbytes): moved back from the host tier, or built by the loader."""
+        loop = asyncio.get_running_loop()
+        if prior == State.HOST and e.translator is not None:
+            await loop.run_in_executor(self._executor, e.translator.load_model)
+            return e.translator, e.nbytes
+        return await loop.run_in_executor(
+            self._executor, self.loader, e.served.bundle, *e.route, self.settings
+        )
+
+    def _load_postponed(
+        self, e: Engine, prior: State, fut: asyncio.Future[None], exc: BudgetExhausted
+    ) -> None:
+        # Transient: the engine goes back to where it was; no failure, no backoff.
+        if prior != State.HOST:
             e.translator = None
-            e.nbytes = 0
-            e.state = State.FAILED
-            e.failures += 1
-            e.consecutive_failures += 1
-            delay = min(
-                self.settings.load_retry_initial_s * 2 ** (e.consecutive_failures - 1),
-                self.settings.load_retry_max_s,
-            )
-            e.retry_at = time.monotonic() + delay
-            full = _reason(exc)
-            # Clients see the reason without the server's directories.
-            e.error = full.replace(f"{e.served.path}/", "").replace(str(e.served.path), "")
-            self.metrics.engine_load_failures.labels(e.key).inc()
-            log.error("engine %s failed to load (retry in %.1fs): %s", e.key, delay, full)
-            self.update_gauges()
-            self._notify()
-            fut.set_exception(EngineUnavailable(e.key, e.error, delay))
-            return
-        dt = time.perf_counter() - t0
+        e.state = State.HOST if prior == State.HOST and e.translator is not None else State.UNLOADED
+        self.update_gauges()
+        self._notify()
+        fut.set_exception(EngineUnavailable(e.key, str(exc), 1.0))
+
+    def _load_failed(self, e: Engine, fut: asyncio.Future[None], exc: Exception) -> None:
+        e.translator = None
+        e.nbytes = 0
+        e.state = State.FAILED
+        e.failures += 1
+        e.consecutive_failures += 1
+        delay = min(
+            self.settings.load_retry_initial_s * 2 ** (e.consecutive_failures - 1),
+            self.settings.load_retry_max_s,
+        )
+        e.retry_at = time.monotonic() + delay
+        full = _reason(exc)
+        # Clients see the reason without the server's directories.
+        e.error = full.replace(f"{e.served.path}/", "").replace(str(e.served.path), "")
+        self.metrics.engine_load_failures.labels(e.key).inc()
+        log.error("engine %s failed to load (retry in %.1fs): %s", e.key, delay, full)
+        self.update_gauges()
+        self._notify()
+        fut.set_exception(EngineUnavailable(e.key, e.error, delay))
+
+    def _load_done(
+        self, e: Engine, fut: asyncio.Future[None], translator: Any, nbytes: int, dt: float
+    ) -> None:
         e.translator = translator
         e.nbytes = nbytes
         e.state = State.LOADED

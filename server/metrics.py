@@ -40,6 +40,14 @@ RETRY_OUTCOMES = ("improved", "kept", "not_run")
 class Metrics:
     def __init__(self) -> None:
         r = self.registry = CollectorRegistry(auto_describe=True)
+        self._declare_http(r)
+        self._declare_batching(r)
+        self._declare_output_checks(r)
+        self._declare_engines(r)
+        self._create_known_series()
+
+    def _declare_http(self, r: CollectorRegistry) -> None:
+        """Requests as the middleware sees them."""
         self.requests = Counter(
             "lsmt_http_requests", "HTTP requests answered.", ["endpoint", "status"], registry=r
         )
@@ -53,6 +61,9 @@ class Metrics:
         self.in_flight = Gauge(
             "lsmt_http_requests_in_flight", "HTTP requests being handled.", registry=r
         )
+
+    def _declare_batching(self, r: CollectorRegistry) -> None:
+        """The translation pipeline: stages, batches, tokens, queues, refusals."""
         self.stage_latency = Histogram(
             "lsmt_stage_duration_seconds",
             "Time per stage: queue_wait (per request), tokenize and detokenize (per request), "
@@ -97,6 +108,9 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+
+    def _declare_output_checks(self, r: CollectorRegistry) -> None:
+        """Flags on translated texts and the retries they cause."""
         self.output_flags = Counter(
             "lsmt_output_flags",
             "Translated texts' flags (server.output_checks): sentences flagged repetition, "
@@ -112,6 +126,9 @@ class Metrics:
             ["outcome"],
             registry=r,
         )
+
+    def _declare_engines(self, r: CollectorRegistry) -> None:
+        """Engine loads, evictions and what each tier holds."""
         self.engine_loads = Counter(
             "lsmt_engine_loads",
             "Engine loads completed (assembled or restored).",
@@ -147,8 +164,10 @@ class Metrics:
         self.engine_bytes = Gauge(
             "lsmt_engine_bytes", "Bytes of resident engines per tier.", ["tier"], registry=r
         )
-        # Every series with a known label set exists from the start (at zero), so a dashboard
-        # or an alert on rate() sees it before its first event.
+
+    def _create_known_series(self) -> None:
+        """Every series with a known label set exists from the start (at zero), so a
+        dashboard or an alert on rate() sees it before its first event."""
         for tier in TIERS:
             self.engines_loaded.labels(tier)
             self.engine_bytes.labels(tier)

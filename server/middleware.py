@@ -10,7 +10,6 @@ import logging
 import re
 import time
 import uuid
-from dataclasses import dataclass
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -89,10 +88,34 @@ class _DisconnectWatch:
             self._watcher.cancel()
 
 
-@dataclass
-class _ResponseState:
-    status: int = 500  # until the app starts a response
-    started: bool = False
+class _Exchange:
+    """One HTTP request as the middleware sees it: its id and path, the watch on its
+    connection, and the answer's side (``send`` adds the request id header and notes the
+    status for the metrics)."""
+
+    def __init__(self, path: str, rid: str, send: Send, watch: _DisconnectWatch) -> None:
+        self.path = path
+        self.rid = rid
+        self._send = send
+        self.watch = watch
+        self.status = 500  # until the app starts a response
+        self.started = False
+
+    async def send(self, message: Message) -> None:
+        """The ``send`` the app sees."""
+        if message["type"] == "http.response.start":
+            self.status = message["status"]
+            self.started = True
+            hdrs = list(message.get("headers", []))
+            if not any(k.lower() == b"x-request-id" for k, _ in hdrs):
+                hdrs.append((b"x-request-id", self.rid.encode()))
+            message = {**message, "headers": hdrs}
+        elif message["type"] == "http.response.body" and not message.get("more_body"):
+            self.watch.response_done = True
+        await self._send(message)
+
+    async def send_error(self, err: ApiError) -> None:
+        await _send_error(self.send, self.path, err, self.rid)
 
 
 class RequestContextMiddleware:
@@ -110,84 +133,91 @@ class RequestContextMiddleware:
             return
         st = self.state
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        rid = headers.get("x-request-id", "")
-        if not _RID_OK.match(rid):
-            rid = uuid.uuid4().hex
+        rid = _request_id(headers)
         scope.setdefault("state", {})["request_id"] = rid
-        path = scope.get("path", "")
         t0 = time.perf_counter()
-        response = _ResponseState()
         st.metrics.in_flight.inc()
         st.http_in_flight += 1
-
-        async def send_wrapper(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                response.status = message["status"]
-                response.started = True
-                hdrs = list(message.get("headers", []))
-                if not any(k.lower() == b"x-request-id" for k, _ in hdrs):
-                    hdrs.append((b"x-request-id", rid.encode()))
-                message = {**message, "headers": hdrs}
-            elif message["type"] == "http.response.body" and not message.get("more_body"):
-                watch.response_done = True
-            await send(message)
-
         receive = _with_body_timeout(receive, st.settings.body_read_timeout_s)
-        header_bytes = sum(len(k) + len(v) + 4 for k, v in scope["headers"])
         task = asyncio.current_task()
         assert task is not None  # ASGI apps run in a task
-        watch = _DisconnectWatch(receive, task)
+        ex = _Exchange(scope.get("path", ""), rid, send, _DisconnectWatch(receive, task))
         try:
-            if header_bytes > st.settings.max_header_bytes:
-                # h11 refuses larger headers only while they are incomplete; whatever arrived
-                # in one read is bounded here, with a JSON answer.
-                limit = st.settings.max_header_bytes
-                await _send_error(send_wrapper, path, headers_too_large(header_bytes, limit), rid)
-                return
-            limit = st.settings.max_request_bytes
-            clen = headers.get("content-length")
-            too_big = False
-            if clen is not None:
-                try:
-                    too_big = int(clen) > limit
-                except ValueError:
-                    too_big = False
-            elif headers.get("transfer-encoding", "").lower() == "chunked":
-                body, too_big = await _read_limited(receive, limit)
-                if not too_big:
-                    watch = _DisconnectWatch(_replay(body, receive), task)
-            if too_big:
-                await _send_error(send_wrapper, path, too_large_body(limit), rid)
-            else:
-                await self.app(scope, watch.receive, send_wrapper)
+            await self._run_within_limits(scope, headers, receive, task, ex)
         except asyncio.CancelledError:
-            if watch.client_gone:
-                response.status = CLIENT_CLOSED_REQUEST
-                log.info("client went away; request dropped request_id=%s path=%s", rid, path)
-            elif not response.started:
-                # uvicorn cancels the requests still running when the graceful-shutdown time
-                # is over: they get the documented JSON 503, not a plain-text 500.
-                await _send_error(send_wrapper, path, shutting_down(), rid)
+            await _answer_cancelled(ex)
             # The cancellation was for this request alone: the task ends normally.
         except BodyReadTimeout:  # a stalled chunked body, read here before the app sees it
-            if not response.started:
-                await _send_error(send_wrapper, path, body_timeout(st.settings), rid)
+            if not ex.started:
+                await ex.send_error(body_timeout(st.settings))
         except Exception:
-            log.exception("unhandled error request_id=%s path=%s", rid, path)
-            if not response.started:
-                await _send_error(send_wrapper, path, internal_error(rid), rid)
+            log.exception("unhandled error request_id=%s path=%s", rid, ex.path)
+            if not ex.started:
+                await ex.send_error(internal_error(rid))
         finally:
-            watch.stop()
+            ex.watch.stop()
             st.metrics.in_flight.dec()
             st.http_in_flight -= 1
-            route = scope.get("route")
-            endpoint = getattr(route, "path", None)
-            if endpoint is None:
-                endpoint = path if path in _STATIC_ENDPOINTS else "unmatched"
-            status = str(response.status)
-            dt = time.perf_counter() - t0
-            st.metrics.requests.labels(endpoint, status).inc()
-            st.metrics.request_latency.labels(endpoint, status).observe(dt)
+            self._count_request(scope, ex, t0)
+
+    async def _run_within_limits(
+        self,
+        scope: Scope,
+        headers: dict[str, str],
+        receive: Receive,
+        task: asyncio.Task[None],
+        ex: _Exchange,
+    ) -> None:
+        """The app, unless the headers or the body are over their limits (a JSON error)."""
+        settings = self.state.settings
+        header_bytes = sum(len(k) + len(v) + 4 for k, v in scope["headers"])
+        if header_bytes > settings.max_header_bytes:
+            # h11 refuses larger headers only while they are incomplete; whatever arrived
+            # in one read is bounded here, with a JSON answer.
+            await ex.send_error(headers_too_large(header_bytes, settings.max_header_bytes))
+            return
+        limit = settings.max_request_bytes
+        clen = headers.get("content-length")
+        too_big = False
+        if clen is not None:
+            try:
+                too_big = int(clen) > limit
+            except ValueError:
+                too_big = False
+        elif headers.get("transfer-encoding", "").lower() == "chunked":
+            body, too_big = await _read_limited(receive, limit)
+            if not too_big:  # the body is read: the app gets it replayed
+                ex.watch = _DisconnectWatch(_replay(body, receive), task)
+        if too_big:
+            await ex.send_error(too_large_body(limit))
+        else:
+            await self.app(scope, ex.watch.receive, ex.send)
+
+    def _count_request(self, scope: Scope, ex: _Exchange, t0: float) -> None:
+        route = scope.get("route")
+        endpoint = getattr(route, "path", None)
+        if endpoint is None:
+            endpoint = ex.path if ex.path in _STATIC_ENDPOINTS else "unmatched"
+        status = str(ex.status)
+        dt = time.perf_counter() - t0
+        self.state.metrics.requests.labels(endpoint, status).inc()
+        self.state.metrics.request_latency.labels(endpoint, status).observe(dt)
+
+
+def _request_id(headers: dict[str, str]) -> str:
+    """The client's ``X-Request-ID`` when it is a short plain token, else a fresh one."""
+    rid = headers.get("x-request-id", "")
+    return rid if _RID_OK.match(rid) else uuid.uuid4().hex
+
+
+async def _answer_cancelled(ex: _Exchange) -> None:
+    if ex.watch.client_gone:
+        ex.status = CLIENT_CLOSED_REQUEST
+        log.info("client went away; request dropped request_id=%s path=%s", ex.rid, ex.path)
+    elif not ex.started:
+        # uvicorn cancels the requests still running when the graceful-shutdown time
+        # is over: they get the documented JSON 503, not a plain-text 500.
+        await ex.send_error(shutting_down())
 
 
 async def _read_limited(receive: Receive, limit: int) -> tuple[bytes, bool]:
