@@ -44,7 +44,7 @@ from lsmt_core.routes import Route, parse_route, route_key
 from lsmt_core.tags import TagScheme
 
 from .model import ModelConfig, Seq2SeqTransformer, build_model
-from .model.layers import shared_name
+from .model.layers import language_specific_name, shared_name, split_language_specific
 from .paths import resolve_path
 from .recipe import Recipe, recipe_from_dict
 
@@ -277,6 +277,15 @@ _ENC_LAYER = re.compile(r"^encoder\.layers\.(\d+)\.")
 _DEC_LAYER = re.compile(r"^(decoder\.(?:by_lang\.[^.]+\.)?layers\.)(\d+)\.")
 
 
+def donor_name(name: str, donors: dict[str, str]) -> str:
+    """``name`` with a new language's copy replaced by its donor's (else ``name``)."""
+    parts = split_language_specific(name)
+    if parts is None or parts[1] not in donors:
+        return name
+    prefix, lang, rest = parts
+    return language_specific_name(prefix, donors[lang], rest)
+
+
 def _source_name(name: str, mode: str, n_enc: tuple[int, int], n_dec: tuple[int, int]) -> str:
     """Name in the source model of target parameter ``name``."""
     if mode == "shallow":
@@ -292,7 +301,10 @@ def _source_name(name: str, mode: str, n_enc: tuple[int, int], n_dec: tuple[int,
 
 
 def init_from_checkpoint(
-    model: nn.Module, source: Path | str | dict[str, Any], mode: str = "copy"
+    model: nn.Module,
+    source: Path | str | dict[str, Any],
+    mode: str = "copy",
+    donors: dict[str, str] | None = None,
 ) -> dict[str, str]:
     """Copy weights from a checkpoint (a bundle: ``python -m model_export checkpoint``)
     into ``model`` (in place); returns target <- source names.
@@ -304,6 +316,9 @@ def init_from_checkpoint(
       model with E encoder layers from one with E' (12 from 6): layer i copies layer
       ``i * E' // E`` (i // 2); the D decoder layers copy the bottom D of the source's.
       Embeddings and final norms are copied as is.
+
+    ``donors`` (new language -> trained language) fill a new language's copies of the
+    language-specific modules from its donor's (``training.add_language``).
 
     Every parameter of ``model`` must be filled with a tensor of the same shape, else a
     ``ValueError`` lists what is missing.
@@ -320,7 +335,7 @@ def init_from_checkpoint(
     new_state = {}
     for name, tensor in m.state_dict().items():
         cand = _source_name(name, mode, n_enc, n_dec)
-        for c in (cand, shared_name(cand)):
+        for c in (donor_name(cand, donors or {}), cand, shared_name(cand)):
             if c in state and state[c].shape == tensor.shape:
                 new_state[name] = state[c]
                 mapping[name] = c

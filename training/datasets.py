@@ -13,6 +13,7 @@ import numpy as np
 
 from lsmt_core.routes import Route, route_key
 
+from .add_language import TrainedModel
 from .batching import RouteData, RouteSampler, SourceEncoder, encode_corpus
 from .checkpoint import tokenizer_reference
 from .paths import resolve_path
@@ -109,9 +110,12 @@ def build_training_data(
     pad_to_multiple: int,
     progress: bool,
     log: Callable[[str], None],
+    keep: TrainedModel | None = None,
 ) -> TrainingData:
     """Everything the loop reads, from the recipe's ``data`` section; each rank samples
-    different batches of the same route (``rank``, ``world_size``)."""
+    different batches of the same route (``rank``, ``world_size``). When adding languages,
+    ``keep`` is the trained model: its languages stay the model's and their target
+    vocabularies stay its own (``training.add_language``)."""
     t = recipe.training
     tok_ref = tokenizer_reference(recipe.data.tokenizer)
     tokenizer = open_tokenizer(tok_ref["path"])
@@ -119,7 +123,10 @@ def build_training_data(
     train_pairs = _training_pairs(recipe, data_dir)
     routes = list(train_pairs)
     languages = sorted(
-        set(recipe.data.languages or []) | {r.src for r in routes} | {r.tgt for r in routes}
+        set(recipe.data.languages or [])
+        | {r.src for r in routes}
+        | {r.tgt for r in routes}
+        | set(keep.languages if keep else [])
     )
     encoder = SourceEncoder(tokenizer, recipe.model.tag_scheme, recipe.data.quality_tag)
     max_len = recipe.data.max_len or recipe.model.max_positions
@@ -137,6 +144,7 @@ def build_training_data(
             max_len=max_len,
             progress=progress,
             log=log,
+            fixed=keep.target_vocab if keep else None,
         )
     else:
         datasets, dropped = encode_corpus(

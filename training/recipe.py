@@ -16,7 +16,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from lsmt_core.routes import Route, parse_route, route_key
 
@@ -108,6 +115,24 @@ class TrainingConfig(_Strict):
     """auto: True when the model has language-specific modules (route-dependent params)."""
 
 
+class AddLanguagesConfig(_Strict):
+    """Incremental language addition (Shallow paper, section 3.5): the model of ``init_from``
+    gains the languages of ``donors``, every parameter it already had stays frozen
+    (bit-identical), and only the new languages' language-specific modules train, each
+    initialised from its donor's (the closest trained language, as the paper starts Russian
+    from Bulgarian). Existing target languages keep the checkpoint's target vocabularies."""
+
+    donors: dict[str, str] = Field(min_length=1)
+    """New language -> the trained language whose modules it starts from."""
+
+    @model_validator(mode="after")
+    def _new_languages_only(self) -> AddLanguagesConfig:
+        both = set(self.donors) & set(self.donors.values())
+        if both:
+            raise ValueError(f"languages {sorted(both)} are both new and donors")
+        return self
+
+
 class Recipe(_Strict):
     name: str
     description: str = ""
@@ -120,6 +145,14 @@ class Recipe(_Strict):
     """copy: same architecture, by parameter name (a dense tensor also fills every language's
     copy of a language-specific module); shallow: 12-2 from 6-6 (encoder layer i <- i//2,
     bottom decoder layers kept), see ``training.checkpoint.init_from_checkpoint``."""
+    add_languages: AddLanguagesConfig | None = None
+    """Train only new languages on top of ``init_from`` (``training.add_language``)."""
+
+    @model_validator(mode="after")
+    def _add_languages_needs_a_model(self) -> Recipe:
+        if self.add_languages is not None and (self.init_from is None or self.init_mode != "copy"):
+            raise ValueError("add_languages needs init_from (the trained model) and init_mode copy")
+        return self
 
     def route_list(self, available: list[Route]) -> list[Route]:
         """The directions to train, given those present in the corpus's train split."""

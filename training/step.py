@@ -79,8 +79,10 @@ def make_optimizer(model: nn.Module, recipe: Recipe, implementation: str | None 
     for benchmarks; None lets torch choose (the same updates up to float rounding)."""
     t = recipe.training
     groups = getattr(model, "module", model).optimizer_groups(t.lr)  # DDP wraps
+    # frozen parameters (a language addition) get no optimizer state and never move
+    groups = [{**g, "params": [p for p in g["params"] if p.requires_grad]} for g in groups]
     opt = torch.optim.Adam(
-        groups,
+        [g for g in groups if g["params"]],
         lr=t.lr,
         betas=t.betas,
         eps=t.adam_eps,

@@ -30,6 +30,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from .add_language import freeze_all_but, read_trained_model
 from .batching import Batch
 from .checkpoint import (
     build_checkpoint,
@@ -93,6 +94,7 @@ class Trainer:
             pad_to_multiple=8 if self.dist.device.type == "cuda" else 1,
             progress=self.run_log.progress,
             log=self.log,
+            keep=read_trained_model(recipe),
         )
 
         self.init_report: dict[str, Any] | None = None
@@ -126,13 +128,19 @@ class Trainer:
         torch.manual_seed(recipe.training.seed)
         random.seed(recipe.training.seed)
         model = build_model(recipe.model, vocab_size_of(self.data.tokenizer), self.data.languages)
+        donors = recipe.add_languages.donors if recipe.add_languages else None
         if recipe.init_from is not None and initialise:
-            mapping = init_from_checkpoint(model, resolve_path(recipe.init_from), recipe.init_mode)
+            mapping = init_from_checkpoint(
+                model, resolve_path(recipe.init_from), recipe.init_mode, donors
+            )
             self.init_report = {
                 "from": str(recipe.init_from),
                 "mode": recipe.init_mode,
                 "tensors": len(mapping),
             }
+        if donors:  # on resume too: the frozen parameters must stay frozen
+            trainable, frozen = freeze_all_but(model, set(donors))
+            self.log(f"adding {sorted(donors)}: {trainable:,} parameters train, {frozen:,} frozen")
         return model.to(self.dist.device)
 
     # -- state ----------------------------------------------------------------------------------

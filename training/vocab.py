@@ -287,12 +287,18 @@ def target_vocab_datasets(
     max_len: int,
     progress: bool,
     log: Any,
+    fixed: dict[str, list[int]] | None = None,
 ):
     """With ``data.target_vocab``: the vocabularies and the tokenized training data
-    ``(vocabularies, datasets, dropped)``, the target side filtered when the recipe asks."""
+    ``(vocabularies, datasets, dropped)``, the target side filtered when the recipe asks.
+    Languages in ``fixed`` keep those piece ids (a trained model's, when adding languages);
+    the others are chosen from the tokenizer's frequencies."""
     from .batching import encode_corpus
 
-    vocabs = TargetVocabularies.from_config(cfg, tokenizer_path, languages)
+    fixed = {lang: ids for lang, ids in (fixed or {}).items() if lang in languages}
+    counted = [lang for lang in languages if lang not in fixed]
+    vocabs = TargetVocabularies.from_config(cfg, tokenizer_path, counted)
+    vocabs.ids.update(fixed)
     sizes = vocabs.sizes()
     log(
         f"target vocabularies (K={cfg.min_count}, N={cfg.max_size}"
