@@ -4,6 +4,7 @@ python -m model_export --checkpoint RUN_DIR --out BUNDLE_DIR [options]
 python -m model_export build-engines BUNDLE_DIR --routes de-en,en-fr --out ENGINES_DIR
 python -m model_export verify BUNDLE_DIR      # every file against its recorded SHA-256
 python -m model_export checkpoint BUNDLE_DIR --out FILE.pt   # weights back, for init_from
+python -m model_export add-language BUNDLE_DIR --from RUN    # a trained addition's modules
 """
 
 from __future__ import annotations
@@ -415,6 +416,10 @@ def main(argv: list[str] | None = None) -> int:
         return build_engines_main(argv[1:])
     if argv and argv[0] == "verify":
         return verify_main(argv[1:])
+    if argv and argv[0] == "add-language":
+        from .add_language import add_language_main
+
+        return add_language_main(argv[1:])
     return export_main(argv)
 
 

@@ -4,12 +4,18 @@ stays bit-identical, the new ones learn, and the old target vocabularies are kep
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pytest
+import sentencepiece as spm
 import torch
 
-from tests.tiny import tiny_overrides
+from lsmt_bundle import load_bundle
+from lsmt_bundle.ct2 import load_translator
+from model_export.__main__ import export_main
+from model_export.__main__ import main as model_export_main
+from tests.tiny import tiny_overrides, toy_sentences
 from training.add_language import AddLanguageError, freeze_all_but
 from training.checkpoint import load_checkpoint
 from training.model import Route, build_model
@@ -95,3 +101,104 @@ def test_refused_additions(toy_data, added, tmp_path):
     dense = build_model(load_recipe("tiny").model, 40, ["de", "en"])
     with pytest.raises(AddLanguageError, match="no language-specific modules"):
         freeze_all_but(dense, {"de"})
+
+
+# -- the bundle side: python -m model_export add-language ---------------------------------------
+
+
+def _files(root: Path) -> dict[str, str]:
+    return {
+        p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def _translate(bundle_dir: Path, route: tuple[str, str], texts: list[str]):
+    """(pieces, score) of each text's best beam through the bundle's engine for ``route``."""
+    bundle = load_bundle(bundle_dir)
+    translator, _ = load_translator(bundle.assemble(*route), compute_type="float32")
+    sp = spm.SentencePieceProcessor(model_file=str(bundle.tokenizer_path))
+    tagged = [bundle.source_pieces(sp.encode(t, out_type=str), *route) for t in texts]
+    results = translator.translate_batch(
+        tagged, beam_size=2, return_scores=True, max_decoding_length=MAX_LEN
+    )
+    return [(r.hypotheses[0], round(r.scores[0], 5)) for r in results]
+
+
+MAX_LEN = 24
+EN = [row["en"] for row in toy_sentences(4, seed=9)]
+
+
+@pytest.fixture(scope="module")
+def grown(added, tmp_path_factory):
+    """(bundle dir, its files before, en->fr before): the en<->fr bundle after adding de."""
+    base, add = added
+    bundle = tmp_path_factory.mktemp("grown") / "bundle"
+    export_main(["--checkpoint", str(base), "--which", "last", "--out", str(bundle),
+                 "--dtype", "int8"])  # fmt: skip
+    before = _files(bundle)
+    en_fr = _translate(bundle, ("en", "fr"), EN)
+    model_export_main(["add-language", str(bundle), "--from", str(add), "--which", "last"])
+    return bundle, before, en_fr
+
+
+def test_only_the_new_modules_and_the_manifest_are_written(grown):
+    bundle, before, _ = grown
+    after = _files(bundle)
+    changed = {p for p in before if after[p] != before[p]}
+    assert changed == {"manifest.json"}
+    assert set(after) - set(before) == {"modules/src/de.safetensors", "modules/tgt/de.safetensors"}
+    opened = load_bundle(bundle)
+    assert set(opened.verify().values()) == {"ok"} and len(opened.verify()) == len(after) - 1
+    assert opened.manifest.languages == ["de", "en", "fr"]
+    assert {("de", "en"), ("en", "de"), ("de", "fr"), ("fr", "de")} <= set(opened.routes)
+    record = opened.manifest.provenance["added_languages"]["de"]
+    assert record["donors"] == {"de": "fr"} and record["trained_routes"] == ["de-en", "en-de"]
+
+
+def test_existing_routes_translate_exactly_as_before(grown):
+    bundle, _, en_fr = grown
+    assert _translate(bundle, ("en", "fr"), EN) == en_fr
+
+
+def test_a_new_route_is_the_trained_model(grown, added):
+    """en->de through the grown bundle decodes as the PyTorch model of the addition does."""
+    from training.checkpoint import load_model
+    from training.search import greedy_search
+
+    bundle_dir, _, _ = grown
+    model, _, _ = load_model(added[1], which="last")
+    bundle = load_bundle(bundle_dir)
+    translator, _ = load_translator(bundle.assemble("en", "de"), compute_type="float32")
+    sp = spm.SentencePieceProcessor(model_file=str(bundle.tokenizer_path))
+    vocab = set(load_checkpoint(added[1], "last")["extra"]["target_vocab"]["ids"]["de"])
+    for text in EN:
+        pieces = bundle.source_pieces(sp.encode(text, out_type=str), "en", "de")
+        got = translator.translate_batch([pieces], beam_size=1, max_decoding_length=MAX_LEN)
+        ids = torch.tensor([[sp.piece_to_id(p) for p in pieces]])
+        want = greedy_search(model, ids, Route("en", "de"), max_len=MAX_LEN)[0]
+        assert set(want.tokens) <= vocab  # the model decodes into German's vocabulary
+        assert [sp.piece_to_id(p) for p in got[0].hypotheses[0]] == want.tokens
+
+
+def test_an_addition_that_does_not_fit_leaves_the_bundle_unchanged(
+    grown, added, toy_data, tmp_path
+):
+    bundle, _, _ = grown
+    before = _files(bundle)
+    with pytest.raises(SystemExit, match="no language the bundle lacks"):
+        model_export_main(["add-language", str(bundle), "--from", str(added[1]), "--which", "last"])
+    assert _files(bundle) == before
+    # a model with German that was not trained on this bundle's weights
+    data, tok = toy_data
+    stranger = tmp_path / "stranger"
+    Trainer(recipe(data, tok, ["de", "en", "fr"], 5), stranger, progress=False).run()
+    en_fr = tmp_path / "en-fr"
+    export_main(["--checkpoint", str(added[0]), "--which", "last", "--out", str(en_fr),
+                 "--dtype", "int8"])  # fmt: skip
+    untouched = _files(en_fr)
+    with pytest.raises(SystemExit, match="differs from the run's"):
+        model_export_main(["add-language", str(en_fr), "--from", str(stranger), "--which", "last"])
+    assert _files(en_fr) == untouched
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".en-fr.adding")]

@@ -1,0 +1,229 @@
+"""Add languages to a bundle without touching what it has (Shallow paper section 3.5).
+
+    python -m model_export add-language BUNDLE --from RUN [--routes de-en,en-de,...]
+
+``RUN`` is a language addition trained on the bundle's own weights (``init_from`` the
+bundle's checkpoint, ``add_languages.donors``: ``training.add_language``), so the languages
+the bundle has are frozen in it. The command exports the run's model to a scratch bundle
+beside ``BUNDLE``, refuses unless the layout, tokenizer and every module the bundle already
+stores are what the run holds (the modules within the storage's rounding), then copies only
+the new languages' module files in and writes the manifest last, atomically: a reader (the
+server reloading) sees the old bundle or the new one, never half of it. Existing files are
+never rewritten, so every existing route translates exactly as before.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import tempfile
+from itertools import permutations
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lsmt_bundle import Bundle, BundleError, load_bundle
+from lsmt_bundle.storage import max_error
+from lsmt_bundle.store import MANIFEST, digest, module_index, module_path
+from lsmt_core.manifest import LowRankSum, Manifest, TargetVocab
+from lsmt_core.routes import Route
+
+# What must be equal between the bundle and the run's export for the new modules to fit.
+LAYOUT_FIELDS = ("architecture", "tag_scheme", "tokenizer", "store_dtype", "weight_groups")
+
+
+class AddLanguageError(ValueError):
+    """A language addition the bundle cannot take; nothing was changed."""
+
+
+def add_languages(
+    bundle_dir: Path, run: Path, *, which: str = "best", routes: list[Route] | None = None
+) -> Manifest:
+    """Add the run's new languages to ``bundle_dir``; the new manifest. ``routes`` (default:
+    both directions between each new language and every language) are those offered."""
+    from training.checkpoint import load_model
+
+    from .__main__ import target_vocabulary
+
+    bundle = load_bundle(bundle_dir)
+    model, recipe, meta = load_model(run, which=which)
+    new = _new_languages(bundle.manifest.languages, list(meta.languages))
+    _check_tokenizer(bundle, meta.tokenizer_model_path())
+    languages = sorted([*bundle.manifest.languages, *new])
+    offered = routes or [Route(*r) for r in permutations(languages, 2) if set(r) & set(new)]
+    strange = [f"{s}-{t}" for s, t in offered if s not in languages or t not in languages]
+    if strange:
+        raise AddLanguageError(f"routes {strange} are not between the languages {languages}")
+    target_vocab, rule = target_vocabulary(meta, recipe, languages, None, None, None)
+    scratch = Path(tempfile.mkdtemp(prefix=f".{bundle_dir.name}.adding-", dir=bundle_dir.parent))
+    try:
+        from .from_torch import export_bundle
+
+        exported = export_bundle(
+            model,
+            scratch,
+            name=bundle.name,
+            tokenizer_model=meta.tokenizer_model_path(),
+            routes=[Route(*r) for r in permutations(languages, 2)],
+            languages=languages,
+            store_dtype=bundle.manifest.store_dtype,
+            target_vocab=target_vocab,
+            target_vocab_rule=rule,
+            lms_path=_lms_path(bundle.manifest),
+        )
+        _check_layout(bundle.manifest, exported)
+        _check_existing_modules(bundle, load_bundle(scratch))
+        added = _copy_new_modules(scratch, bundle_dir, exported, new)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    manifest = _extended_manifest(bundle.manifest, exported, new, offered, added)
+    manifest.provenance.setdefault("added_languages", {}).update(
+        {lang: _addition_record(recipe, meta, run) for lang in new}
+    )
+    write_manifest_atomically(bundle_dir, manifest)
+    return manifest
+
+
+def _new_languages(bundle_languages: list[str], run_languages: list[str]) -> list[str]:
+    lost = sorted(set(bundle_languages) - set(run_languages))
+    if lost:
+        raise AddLanguageError(f"the run lacks the bundle's languages {lost}: not an addition")
+    new = sorted(set(run_languages) - set(bundle_languages))
+    if not new:
+        raise AddLanguageError(f"the run has no language the bundle lacks ({run_languages})")
+    return new
+
+
+def _check_tokenizer(bundle: Bundle, run_tokenizer: Path) -> None:
+    want = bundle.manifest.files.get(bundle.manifest.tokenizer.path)
+    if want is not None and digest(run_tokenizer.read_bytes()).sha256 != want.sha256:
+        raise AddLanguageError(
+            f"the run's tokenizer ({run_tokenizer}) is not the bundle's: its pieces would mean "
+            "other things to the bundle's modules"
+        )
+
+
+def _lms_path(manifest: Manifest) -> str:
+    paths = {f.path for f in manifest.fusions if isinstance(f, LowRankSum)}
+    return paths.pop() if paths else "ls"
+
+
+def _check_layout(old: Manifest, new: Manifest) -> None:
+    for field in LAYOUT_FIELDS:
+        if getattr(old, field) != getattr(new, field):
+            raise AddLanguageError(f"the run's {field} differs from the bundle's")
+    if old.fusions != new.fusions:
+        raise AddLanguageError("the run's fusion rules differ from the bundle's")
+
+
+def _check_existing_modules(bundle: Bundle, exported: Bundle) -> None:
+    """Every module the bundle stores holds what the run holds (integer tensors exactly,
+    weights within the storage rounding of both), so the run really was trained on top of
+    this bundle and left it unchanged."""
+    for rel in bundle.manifest.files:
+        if not rel.startswith("modules/"):
+            continue
+        name = rel.removeprefix("modules/").removesuffix(".safetensors")
+        old, new = bundle.read_module(name), exported.read_module(name)
+        if set(old) != set(new):
+            raise AddLanguageError(f"module {name}: the run stores other tensors")
+        tolerance = 2 * max_error(bundle.manifest.store_dtype, old) + 1e-6
+        for key, value in old.items():
+            exact = not np.issubdtype(value.dtype, np.floating)
+            same = np.array_equal(value, new[key]) if exact else value.shape == new[key].shape
+            if not same or (not exact and float(np.abs(value - new[key]).max()) > tolerance):
+                raise AddLanguageError(
+                    f"module {name}: {key} differs from the run's: was the run trained from "
+                    "this bundle with add_languages (every existing parameter frozen)?"
+                )
+
+
+def _copy_new_modules(scratch: Path, bundle_dir: Path, exported: Manifest, new: list[str]) -> dict:
+    """The new languages' module files into the bundle; their recorded digests."""
+    added = {}
+    for rel, file_digest in exported.files.items():
+        name = rel.removeprefix("modules/").removesuffix(".safetensors")
+        if not rel.startswith("modules/") or module_index(name) == "shared":
+            continue
+        if name.split("/", 1)[1] not in new:
+            continue
+        target = module_path(bundle_dir, name)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(scratch / rel, target)
+        target.chmod(0o644)
+        added[rel] = file_digest
+    return added
+
+
+def _extended_manifest(
+    old: Manifest, exported: Manifest, new: list[str], routes: list, added: dict
+) -> Manifest:
+    languages = sorted([*old.languages, *new])
+    target_vocab = old.target_vocab
+    if target_vocab is not None and exported.target_vocab is not None:
+        sizes = {**target_vocab.sizes, **{lang: exported.target_vocab.sizes[lang] for lang in new}}
+        target_vocab = TargetVocab(
+            min_count=target_vocab.min_count, max_size=target_vocab.max_size, sizes=sizes
+        )
+    offered = [*old.routes, *(Route(*r) for r in routes if tuple(r) not in set(old.routes))]
+    return old.model_copy(
+        update={
+            "languages": languages,
+            "routes": offered,
+            "target_vocab": target_vocab,
+            "files": {**old.files, **added},
+            "provenance": json.loads(json.dumps(old.provenance)),
+        }
+    )
+
+
+def _addition_record(recipe: Any, meta: Any, run: Path) -> dict[str, Any]:
+    donors = recipe.add_languages.donors if recipe.add_languages else {}
+    return {
+        "checkpoint": str(meta.path),
+        "run": str(run),
+        "step": meta.step,
+        "best_dev_chrf": meta.best_dev_chrf,
+        "donors": donors,
+        "trained_routes": [f"{r.src}-{r.tgt}" for r in meta.routes],
+        "recipe": recipe.name,
+    }
+
+
+def write_manifest_atomically(bundle_dir: Path, manifest: Manifest) -> None:
+    """The manifest through a temporary file and a rename: never seen half-written."""
+    Manifest.model_validate(json.loads(manifest.model_dump_json()))  # routes, languages agree
+    fd, tmp = tempfile.mkstemp(prefix=".manifest-", dir=bundle_dir)
+    with os.fdopen(fd, "w") as f:
+        f.write(manifest.model_dump_json(indent=2) + "\n")
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, bundle_dir / MANIFEST)
+
+
+def add_language_main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m model_export add-language",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("bundle", type=Path)
+    p.add_argument("--from", dest="run", required=True, type=Path, help="the addition's run")
+    p.add_argument("--which", choices=["best", "last"], default="best")
+    p.add_argument("--routes", help="SRC-TGT list to offer (default: every new pair)")
+    args = p.parse_args(argv)
+    from .__main__ import _routes
+
+    try:
+        routes = _routes(args.routes)
+        manifest = add_languages(
+            args.bundle, args.run, which=args.which, routes=[Route(*r) for r in routes or []]
+        )
+    except (AddLanguageError, BundleError) as exc:
+        raise SystemExit(f"error: {exc} (the bundle is unchanged)") from exc
+    print(
+        f"{args.bundle}: languages {', '.join(manifest.languages)}; {len(manifest.routes)} routes"
+    )
+    return 0
