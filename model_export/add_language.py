@@ -31,6 +31,8 @@ from lsmt_bundle.store import MANIFEST, digest, module_index, module_path
 from lsmt_core.manifest import LowRankSum, Manifest, TargetVocab
 from lsmt_core.routes import Route
 
+from .selection import parse_routes, target_vocabulary
+
 # What must be equal between the bundle and the run's export for the new modules to fit.
 LAYOUT_FIELDS = ("architecture", "tag_scheme", "tokenizer", "store_dtype", "weight_groups")
 
@@ -45,8 +47,6 @@ def add_languages(
     """Add the run's new languages to ``bundle_dir``; the new manifest. ``routes`` (default:
     both directions between each new language and every language) are those offered."""
     from training.checkpoint import load_model
-
-    from .__main__ import target_vocabulary
 
     bundle = load_bundle(bundle_dir)
     model, recipe, meta = load_model(run, which=which)
@@ -214,10 +214,8 @@ def add_language_main(argv: list[str]) -> int:
     p.add_argument("--which", choices=["best", "last"], default="best")
     p.add_argument("--routes", help="SRC-TGT list to offer (default: every new pair)")
     args = p.parse_args(argv)
-    from .__main__ import _routes
-
     try:
-        routes = _routes(args.routes)
+        routes = parse_routes(args.routes)
         manifest = add_languages(
             args.bundle, args.run, which=args.which, routes=[Route(*r) for r in routes or []]
         )
