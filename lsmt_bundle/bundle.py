@@ -90,16 +90,17 @@ class Bundle:
 
     def verify(self) -> dict[str, str]:
         """Every file the manifest records, checked: path -> "ok" or what is wrong."""
-        report: dict[str, str] = {}
-        for rel in self.manifest.files:
-            try:
-                check_digest(self.manifest, rel, (self.path / rel).read_bytes())
-                report[rel] = "ok"
-            except FileNotFoundError:
-                report[rel] = "missing"
-            except BundleError as exc:
-                report[rel] = str(exc).split(": ", 1)[1]
-        return report
+        return {rel: self.verify_file(rel) for rel in self.manifest.files}
+
+    def verify_file(self, rel: str) -> str:
+        """One recorded file against its size and SHA-256: "ok" or what is wrong."""
+        try:
+            check_digest(self.manifest, rel, (self.path / rel).read_bytes())
+        except FileNotFoundError:
+            return "missing"
+        except BundleError as exc:
+            return str(exc).split(": ", 1)[1]
+        return "ok"
 
     def assemble(self, src: str, tgt: str) -> DenseModel:
         """Dense float32 weights for one route: read its modules, select, apply fusions

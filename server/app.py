@@ -24,7 +24,7 @@ from .errors import install_error_handlers
 from .metrics import Metrics
 from .middleware import RequestContextMiddleware
 from .openapi import install_openapi
-from .routes import catalogue, libretranslate, operations, translate
+from .routes import admin, catalogue, libretranslate, operations, translate
 from .service import TranslationService
 from .settings import Settings
 from .state import AppState, load_bundles, warm_up, warmup_plan
@@ -96,7 +96,7 @@ def create_app(
     app.state.lsmt = st
     install_error_handlers(app, authenticate=require_api_key)
     app.add_middleware(RequestContextMiddleware, state=st)
-    for module in (translate, catalogue, operations, libretranslate):
+    for module in (translate, catalogue, operations, libretranslate, admin):
         app.include_router(module.router)
     if settings.web_page:
         app.include_router(web_router)

@@ -155,6 +155,18 @@ class ModelsResponse(BaseModel):
     engines: list[EngineInfo]
 
 
+class BundleReload(BaseModel):
+    name: str
+    status: Literal["unchanged", "reloaded", "refused"]
+    reason: str | None = Field(None, description="Why a bundle was refused (it is still served).")
+    added_languages: list[str] = Field(default_factory=list)
+    added_routes: list[str] = Field(default_factory=list)
+
+
+class ReloadResponse(BaseModel):
+    bundles: list[BundleReload]
+
+
 class HealthResponse(BaseModel):
     status: Literal["ok"]
     uptime_s: float
@@ -268,5 +280,16 @@ LT_DETECT_ERRORS = _errors(
         400: "Bad request (missing or empty text, malformed body).",
         **_BODY_ERRORS,
         415: "Content-Type not JSON or form.",
+    },
+)
+ADMIN_ERRORS = _errors(
+    ErrorResponse,
+    {
+        401: "Admin key missing.",
+        403: "Admin key invalid.",
+        404: "No admin key configured (LSMT_ADMIN_KEYS): the endpoint is off.",
+        408: "The request body stopped arriving.",
+        413: "Request too large.",
+        431: "Request headers too large.",
     },
 )

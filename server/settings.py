@@ -135,6 +135,11 @@ class Settings(BaseSettings):
     api_keys: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="Accepted API keys; empty: no authentication."
     )
+    admin_keys: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Keys of the administration endpoints (bundle reload); empty: those "
+        "endpoints are off.",
+    )
 
     # Web page.
     web_page: bool = Field(True, description="Serve the translation page at /.")
@@ -145,7 +150,7 @@ class Settings(BaseSettings):
     )
     log_level: str = "info"
 
-    @field_validator("api_keys", "warmup_routes", "bundles", mode="before")
+    @field_validator("api_keys", "admin_keys", "warmup_routes", "bundles", mode="before")
     @classmethod
     def _split_list(cls, v: Any) -> Any:
         """Environment values may be JSON lists or comma-separated."""

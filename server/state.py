@@ -41,6 +41,7 @@ class AppState:
     warmup_task: asyncio.Task[None] | None = None
     started_at: float = field(default_factory=time.time)
     http_in_flight: int = 0  # requests inside the app (the batchers' early-dispatch hint)
+    reload_lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # one reload at a time
 
 
 def load_bundles(st: AppState, bundles: list[Any] | None) -> None:

@@ -5,6 +5,7 @@ stays bit-identical, the new ones learn, and the old target vocabularies are kep
 from __future__ import annotations
 
 import hashlib
+import shutil
 from pathlib import Path
 
 import pytest
@@ -13,9 +14,8 @@ import torch
 
 from lsmt_bundle import load_bundle
 from lsmt_bundle.ct2 import load_translator
-from model_export.__main__ import export_main
 from model_export.__main__ import main as model_export_main
-from tests.tiny import tiny_overrides, toy_sentences
+from tests.tiny import LSL_TOY_MODEL, lsl_toy_recipe, toy_sentences
 from training.add_language import AddLanguageError, freeze_all_but
 from training.checkpoint import load_checkpoint
 from training.model import Route, build_model
@@ -24,28 +24,11 @@ from training.trainer import Trainer
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_thread")]
 
-LSL = {"language_specific": {"encoder_src": [1], "encoder_tgt": [2]}}
-VOCAB = {"target_vocab": {"min_count": 1, "max_size": 200, "restrict_output": True}}
-
-
-def recipe(data: Path, tok: Path, languages: list[str], steps: int, **top):
-    ov = tiny_overrides(data, tok, max_steps=steps, save_every=steps)
-    ov["data"] |= {"languages": languages, **VOCAB}
-    return load_recipe("tiny", {**ov, "model": LSL, **top})
-
 
 @pytest.fixture(scope="module")
-def added(toy_data, tmp_path_factory) -> tuple[Path, Path]:
+def added(added_language) -> tuple[Path, Path]:
     """(the en<->fr run, the run that added de to it)."""
-    data, tok = toy_data
-    root = tmp_path_factory.mktemp("add_language")
-    Trainer(recipe(data, tok, ["en", "fr"], 30), root / "base", progress=False).run()
-    add = recipe(
-        data, tok, ["de", "en"], 20,
-        init_from=str(root / "base"), add_languages={"donors": {"de": "fr"}},
-    )  # fmt: skip
-    Trainer(add, root / "add", progress=False).run()
-    return root / "base", root / "add"
+    return added_language[0], added_language[1]
 
 
 def test_every_trained_parameter_is_bit_identical_and_the_new_ones_learn(added):
@@ -71,7 +54,7 @@ def test_existing_languages_keep_their_target_vocabularies(added):
 def test_new_source_and_target_combine_with_old_languages(added):
     """de->fr and fr->de were never trained: the new modules combine with the old ones."""
     ckpt = load_checkpoint(added[1], "last")
-    cfg = load_recipe("tiny", {"model": LSL}).model
+    cfg = load_recipe("tiny", {"model": LSL_TOY_MODEL}).model
     model = build_model(cfg, ckpt["vocab_size"], ckpt["languages"]).eval()
     model.load_state_dict(ckpt["model"])
     src = torch.tensor([[5, 6, 7, 3]])
@@ -86,15 +69,15 @@ def test_new_source_and_target_combine_with_old_languages(added):
 def test_refused_additions(toy_data, added, tmp_path):
     data, tok = toy_data
     with pytest.raises(RecipeError, match="init_from"):
-        recipe(data, tok, ["de", "en"], 5, add_languages={"donors": {"de": "fr"}})
+        lsl_toy_recipe(data, tok, ["de", "en"], 5, add_languages={"donors": {"de": "fr"}})
     with pytest.raises(RecipeError, match="both new and donors"):
-        recipe(data, tok, ["de", "en"], 5, init_from=str(added[0]),
+        lsl_toy_recipe(data, tok, ["de", "en"], 5, init_from=str(added[0]),
                add_languages={"donors": {"de": "fr", "fr": "en"}})  # fmt: skip
-    unknown = recipe(data, tok, ["de", "en"], 5, init_from=str(added[0]),
+    unknown = lsl_toy_recipe(data, tok, ["de", "en"], 5, init_from=str(added[0]),
                      add_languages={"donors": {"de": "it"}})  # fmt: skip
     with pytest.raises(AddLanguageError, match="not in the trained model"):
         Trainer(unknown, tmp_path / "unknown", progress=False)
-    again = recipe(data, tok, ["en", "fr"], 5, init_from=str(added[1]),
+    again = lsl_toy_recipe(data, tok, ["en", "fr"], 5, init_from=str(added[1]),
                    add_languages={"donors": {"fr": "en"}})  # fmt: skip
     with pytest.raises(AddLanguageError, match="already in the trained model"):
         Trainer(again, tmp_path / "again", progress=False)
@@ -131,12 +114,11 @@ EN = [row["en"] for row in toy_sentences(4, seed=9)]
 
 
 @pytest.fixture(scope="module")
-def grown(added, tmp_path_factory):
+def grown(added_language, tmp_path_factory):
     """(bundle dir, its files before, en->fr before): the en<->fr bundle after adding de."""
-    base, add = added
+    _, add, exported = added_language
     bundle = tmp_path_factory.mktemp("grown") / "bundle"
-    export_main(["--checkpoint", str(base), "--which", "last", "--out", str(bundle),
-                 "--dtype", "int8"])  # fmt: skip
+    shutil.copytree(exported, bundle)
     before = _files(bundle)
     en_fr = _translate(bundle, ("en", "fr"), EN)
     model_export_main(["add-language", str(bundle), "--from", str(add), "--which", "last"])
@@ -183,7 +165,7 @@ def test_a_new_route_is_the_trained_model(grown, added):
 
 
 def test_an_addition_that_does_not_fit_leaves_the_bundle_unchanged(
-    grown, added, toy_data, tmp_path
+    grown, added, added_language, toy_data, tmp_path
 ):
     bundle, _, _ = grown
     before = _files(bundle)
@@ -193,10 +175,9 @@ def test_an_addition_that_does_not_fit_leaves_the_bundle_unchanged(
     # a model with German that was not trained on this bundle's weights
     data, tok = toy_data
     stranger = tmp_path / "stranger"
-    Trainer(recipe(data, tok, ["de", "en", "fr"], 5), stranger, progress=False).run()
+    Trainer(lsl_toy_recipe(data, tok, ["de", "en", "fr"], 5), stranger, progress=False).run()
     en_fr = tmp_path / "en-fr"
-    export_main(["--checkpoint", str(added[0]), "--which", "last", "--out", str(en_fr),
-                 "--dtype", "int8"])  # fmt: skip
+    shutil.copytree(added_language[2], en_fr)
     untouched = _files(en_fr)
     with pytest.raises(SystemExit, match="differs from the run's"):
         model_export_main(["add-language", str(en_fr), "--from", str(stranger), "--which", "last"])

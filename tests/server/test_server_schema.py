@@ -44,6 +44,7 @@ OPERATIONS = [
     ("GET", "/languages"),
     ("POST", "/languages"),
     ("POST", "/detect"),
+    ("POST", "/v1/admin/reload"),
 ]
 
 
