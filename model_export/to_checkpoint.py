@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from lsmt_bundle import BundleError, load_bundle, module_name
+from lsmt_core.manifest import VocabSlice
 from training.model import language_specific_name
 
 
@@ -19,13 +20,15 @@ def checkpoint_from_bundle(path: Path | str) -> dict[str, Any]:
     for ``init_from``: the shipped model can be trained further, or fine-tuned on a user's
     corpus, without its training checkpoint. Module weights are named back to the model's
     parameters (``P.rest`` of module ``src/xx`` -> ``P.by_lang.xx.rest``); int8 modules come
-    back dequantized (within their storage error)."""
+    back dequantized (within their storage error). A bundle with per-target vocabularies
+    gives them back as ``extra["target_vocab"]``, as a training checkpoint records them."""
     bundle = load_bundle(path)
     manifest = bundle.manifest
     model_cfg = manifest.provenance.get("recipe", {}).get("model")
     if model_cfg is None:
         raise BundleError(f"{path}: the manifest's provenance has no recipe model section")
     state: dict[str, torch.Tensor] = {}
+    target_vocab: dict[str, list[int]] = {}
     names = [module_name("shared")] + [
         module_name(index, lang)
         for index in sorted({g.index for g in manifest.weight_groups} - {"shared"})
@@ -35,6 +38,8 @@ def checkpoint_from_bundle(path: Path | str) -> dict[str, Any]:
         index = "shared" if name == "shared" else name.split("/")[0]
         lang = None if name == "shared" else name.split("/")[1]
         for key, value in bundle.read_module(name).items():
+            if key == VocabSlice().ids and lang is not None:
+                target_vocab[lang] = [int(i) for i in value]
             group = manifest.group_of(key)
             if group.index != index:
                 continue  # an input of a fusion rule (e.g. the target vocabulary ids)
@@ -43,12 +48,23 @@ def checkpoint_from_bundle(path: Path | str) -> dict[str, Any]:
                     group.prefix, lang, key[len(group.prefix) :].removeprefix(".")
                 )
             state[key] = torch.from_numpy(value)
-    return {
+    ckpt: dict[str, Any] = {
         "model": state,
         "model_config": model_cfg,
         "vocab_size": manifest.tokenizer.vocab_size,
         "languages": manifest.languages,
     }
+    if target_vocab and manifest.target_vocab is not None:
+        # what the model trained with: a language added on top keeps these (training.vocab)
+        ckpt["extra"] = {
+            "target_vocab": {
+                "min_count": manifest.target_vocab.min_count,
+                "max_size": manifest.target_vocab.max_size,
+                "filter_training": True,
+                "ids": target_vocab,
+            }
+        }
+    return ckpt
 
 
 def write_checkpoint_from_bundle(bundle_dir: Path | str, out: Path | str) -> Path:

@@ -159,9 +159,11 @@ def tiny_run(toy_data, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def added_language(toy_data, tmp_path_factory) -> tuple[Path, Path, Path]:
-    """(an LSL run on en<->fr, the run that added de to it from fr, the en<->fr int8 bundle):
-    ``training.add_language`` and ``model_export add-language`` on tiny models."""
-    from model_export.__main__ import export_main
+    """(the int8 bundle's weights as a checkpoint, the run that added de to them, the bundle:
+    an LSL model on en<->fr):
+    the documented workflow of ``training.add_language`` and ``model_export add-language``
+    (bundle -> checkpoint -> addition from fr -> new modules), on tiny models."""
+    from model_export.__main__ import main as export_main
     from tests.tiny import lsl_toy_recipe
     from training.trainer import Trainer
 
@@ -170,16 +172,17 @@ def added_language(toy_data, tmp_path_factory) -> tuple[Path, Path, Path]:
     n = torch.get_num_threads()
     torch.set_num_threads(1)
     Trainer(lsl_toy_recipe(data, tok, ["en", "fr"], 30), root / "base", progress=False).run()
+    bundle, weights = root / "bundle", root / "bundle_weights.pt"
+    export_main(["--checkpoint", str(root / "base"), "--which", "last", "--out", str(bundle),
+                 "--dtype", "int8"])  # fmt: skip
+    export_main(["checkpoint", str(bundle), "--out", str(weights)])
     add = lsl_toy_recipe(
         data, tok, ["de", "en"], 20,
-        init_from=str(root / "base"), add_languages={"donors": {"de": "fr"}},
+        init_from=str(weights), add_languages={"donors": {"de": "fr"}},
     )  # fmt: skip
     Trainer(add, root / "add", progress=False).run()
     torch.set_num_threads(n)
-    bundle = root / "bundle"
-    export_main(["--checkpoint", str(root / "base"), "--which", "last", "--out", str(bundle),
-                 "--dtype", "int8"])  # fmt: skip
-    return root / "base", root / "add", bundle
+    return weights, root / "add", bundle
 
 
 # ============================ end of tiny-model fixtures ====================================

@@ -1,6 +1,8 @@
-"""Incremental language addition (training.add_language, Shallow paper section 3.5): a tiny
-LSL model trained on en<->fr gains German from the French modules; every parameter it had
-stays bit-identical, the new ones learn, and the old target vocabularies are kept."""
+"""Incremental language addition (training.add_language, model_export.add_language; Shallow
+paper section 3.5), the documented workflow on a tiny LSL model: its en<->fr int8 bundle comes
+back as a checkpoint, German is trained from the French modules with everything else frozen
+(bit-identical, the old target vocabularies kept), and the bundle gains only German's modules:
+its files unchanged, its old routes translating exactly as before, the new ones as PyTorch."""
 
 from __future__ import annotations
 
@@ -27,13 +29,13 @@ pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_thread")]
 
 @pytest.fixture(scope="module")
 def added(added_language) -> tuple[Path, Path]:
-    """(the en<->fr run, the run that added de to it)."""
+    """(the en<->fr model the addition started from: the bundle's weights, the addition)."""
     return added_language[0], added_language[1]
 
 
 def test_every_trained_parameter_is_bit_identical_and_the_new_ones_learn(added):
     base, add = (load_checkpoint(run, "last") for run in added)
-    assert add["languages"] == ["de", "en", "fr"]
+    assert base["languages"] == ["en", "fr"] and add["languages"] == ["de", "en", "fr"]
     for name, tensor in base["model"].items():
         assert torch.equal(add["model"][name], tensor), name
     new = [n for n in add["model"] if ".by_lang.de." in n]
