@@ -10,6 +10,7 @@ handler makes first); the LibreTranslate endpoints check theirs in
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 
 from fastapi import Request
@@ -22,6 +23,16 @@ def key_from_request(request: Request) -> str | None:
     # An empty bearer token is no key: fall through to the other ways of sending one.
     bearer = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
     return bearer or request.headers.get("x-api-key") or request.query_params.get("api_key") or None
+
+
+def client_identity(request: Request, key: str | None = None) -> str:
+    """Who sent a request, for sharing the engines fairly (``server.batching``): a digest of
+    its API key (``key``, else the one in its headers or query), else its address. Never the
+    key itself: identities may be logged or counted."""
+    key = key or key_from_request(request)
+    if key:
+        return "key:" + hashlib.sha256(key.encode()).hexdigest()[:16]
+    return "addr:" + (request.client.host if request.client else "unknown")
 
 
 def check_key(keys: list[str], given: str | None) -> None:

@@ -3,12 +3,19 @@
 A request becomes a ``Job``: its tokenized sentences for one engine and its decoding options.
 The batcher waits until the oldest job has waited ``batch_wait_ms`` or the waiting sentences
 reach ``max_batch_tokens`` (it does not wait when every request inside the server is already
-in its queue: nobody else could join, so a lone request is not delayed). Then it takes
-sentences in arrival order, from jobs with the same decoding options as the oldest one, up to
-``max_batch_tokens`` source tokens and ``max_batch_size`` sentences, and runs one
+in its queue: nobody else could join, so a lone request is not delayed). Then it fills a
+batch, from jobs with the same decoding options as the oldest one, up to ``max_batch_tokens``
+source tokens and ``max_batch_size`` sentences (:func:`select_sentences`), and runs one
 ``translate_batch`` in a worker thread (CTranslate2 releases the GIL). Up to
 ``inter_threads`` batches of one engine run at once. A large job may be spread over several
 batches; its future resolves when all its sentences are done.
+
+Filling is fair by default (``batch_policy``): sentences are taken round-robin across
+clients (a job's ``owner``: its API key, else its address) and, within a client, across its
+jobs, each job's sentences in order. A one-sentence request then waits for one batch, not for
+every document queued before it, and one client cannot take an engine by sending many
+requests; with a single job waiting the batch is the same as in arrival order (``fifo``, kept
+for comparison).
 
 The queue is bounded (``queue_size`` jobs waiting per engine): ``submit`` raises ``QueueFull``
 at once instead of queueing forever. A job whose request timed out is skipped.
@@ -71,6 +78,7 @@ class Job:
     done_count: int = 0
     started: bool = False
     cancelled: bool = False
+    owner: str = ""  # who sent it (fair batching): an API key's digest or a client address
 
     def __post_init__(self) -> None:
         self.results = [None] * len(self.sources)
@@ -93,6 +101,55 @@ def run_translate_batch(
         repetition_penalty=opts.repetition_penalty,
         no_repeat_ngram_size=opts.no_repeat_ngram_size,
     )
+
+
+def select_sentences(
+    jobs: list[Job], max_tokens: int, max_size: int, *, fair: bool = True
+) -> list[tuple[Job, int]]:
+    """The (job, sentence index) pairs of the next batch, from ``jobs`` (in arrival order),
+    within ``max_tokens`` source tokens (one longer sentence still goes alone) and
+    ``max_size`` sentences; each taken sentence advances its job's ``next_index``.
+
+    ``fair``: round-robin over owners (in the order of their oldest job) and, within an
+    owner, over its jobs; a job whose next sentence does not fit sits this batch out.
+    Otherwise arrival order: each job's sentences until the batch is full."""
+    items: list[tuple[Job, int]] = []
+    tokens = 0
+
+    def take(job: Job) -> bool:
+        """Add the job's next sentence if it fits."""
+        nonlocal tokens
+        n = len(job.sources[job.next_index])
+        if items and tokens + n > max_tokens:
+            return False
+        items.append((job, job.next_index))
+        job.next_index += 1
+        tokens += n
+        return True
+
+    def full() -> bool:
+        return len(items) >= max_size or (bool(items) and tokens >= max_tokens)
+
+    waiting = [j for j in jobs if j.next_index < len(j.sources)]
+    if not fair:
+        for job in waiting:
+            while job.next_index < len(job.sources) and len(items) < max_size and take(job):
+                pass
+            if full():
+                break
+        return items
+    owners: dict[str, deque[Job]] = {}
+    for job in waiting:
+        owners.setdefault(job.owner, deque()).append(job)
+    ring = deque(owners.values())
+    while ring and not full():
+        own_jobs = ring.popleft()
+        job = own_jobs.popleft()
+        if take(job) and job.next_index < len(job.sources):
+            own_jobs.append(job)
+        if own_jobs:
+            ring.append(own_jobs)
+    return items
 
 
 class Batcher:
@@ -130,12 +187,12 @@ class Batcher:
     def is_full(self) -> bool:
         return sum(1 for j in self.queue if not j.cancelled) >= self.settings.queue_size
 
-    def submit(self, sources: list[list[str]], options: DecodeOptions) -> Job:
+    def submit(self, sources: list[list[str]], options: DecodeOptions, owner: str = "") -> Job:
         if self._closing:
             raise ShuttingDown()
         if self.is_full():
             raise QueueFull()
-        job = Job(sources, options, asyncio.get_running_loop().create_future())
+        job = Job(sources, options, asyncio.get_running_loop().create_future(), owner=owner)
         self.queue.append(job)
         self._depth.set(len(self.queue))
         self._wake.set()
@@ -212,30 +269,21 @@ class Batcher:
         if not self.queue:
             return None
         opts = self.queue[0].options
-        max_tokens = self.settings.max_batch_tokens
-        max_size = self.settings.max_batch_size
-        items: list[tuple[Job, int]] = []
-        tokens = 0
+        items = select_sentences(
+            [j for j in self.queue if not j.cancelled and j.options == opts],
+            self.settings.max_batch_tokens,
+            self.settings.max_batch_size,
+            fair=self.settings.batch_policy == "fair",
+        )
         now = time.perf_counter()
-        for job in self.queue:
-            if job.cancelled or job.options != opts:
-                continue
-            while job.next_index < len(job.sources) and len(items) < max_size:
-                n = len(job.sources[job.next_index])
-                if items and tokens + n > max_tokens:
-                    break
-                items.append((job, job.next_index))
-                job.next_index += 1
-                tokens += n
-                if not job.started:
-                    job.started = True
-                    self.metrics.stage_latency.labels("queue_wait").observe(now - job.enqueued_at)
-            if len(items) >= max_size or (items and tokens >= max_tokens):
-                break
+        for job in dict.fromkeys(job for job, _ in items):
+            if not job.started:
+                job.started = True
+                self.metrics.stage_latency.labels("queue_wait").observe(now - job.enqueued_at)
         self._prune()
         if not items:
             return None
-        return items, opts, tokens
+        return items, opts, sum(len(job.sources[i]) for job, i in items)
 
     async def _run_batch(
         self, items: list[tuple[Job, int]], opts: DecodeOptions, tokens: int

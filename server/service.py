@@ -273,9 +273,12 @@ class TranslationService:
         *,
         limit_count: bool = True,
         deadline: float | None = None,
+        client: str = "",
     ) -> list[TextResult]:
         """Validate, prepare every text (detect, split, tokenize), decode every sentence in
-        one job per engine, and join the translated sentences back into texts."""
+        one job per engine, and join the translated sentences back into texts. ``client``
+        (``server.auth.client_identity``) is who the batchers share the engines fairly
+        between."""
         self.validate_texts(texts, limit_count=limit_count)
         self.validate_languages(source, target, model)
         if deadline is None:
@@ -293,10 +296,12 @@ class TranslationService:
             self.settings.no_repeat_ngram_size,
         )
         sentences = self._sentences(plans, target)
-        hypotheses = await self._decode(sentences, decode, deadline)
+        hypotheses = await self._decode(sentences, decode, deadline, client)
         flags: dict[tuple[int, int], set[Flag]] = {}
         if self.settings.output_checks:
-            flags = await self._check_outputs(sentences, hypotheses, target, decode, deadline)
+            flags = await self._check_outputs(
+                sentences, hypotheses, target, decode, deadline, client
+            )
         return self._join(texts, plans, hypotheses, flags, target, opts.num_alternatives)
 
     async def _prepare(
@@ -370,12 +375,12 @@ class TranslationService:
         ]
 
     async def _decode(
-        self, sentences: list[Sentence], decode: DecodeOptions, deadline: float
+        self, sentences: list[Sentence], decode: DecodeOptions, deadline: float, client: str
     ) -> SentenceHypotheses:
         """Every sentence decoded, one job per engine, all within ``deadline``; failures
         become the service's errors."""
         try:
-            return await self._run(sentences, decode, deadline)
+            return await self._run(sentences, decode, deadline, client)
         except QueueFull:
             raise self._queue_full() from None
         except TimeoutError:
@@ -394,7 +399,7 @@ class TranslationService:
             raise shutting_down() from None
 
     async def _run(
-        self, sentences: list[Sentence], decode: DecodeOptions, deadline: float
+        self, sentences: list[Sentence], decode: DecodeOptions, deadline: float, client: str
     ) -> SentenceHypotheses:
         """Submit one job per engine and wait for all of them. On any failure, the client
         going away or the graceful-shutdown time running out (CancelledError) included, the
@@ -409,7 +414,7 @@ class TranslationService:
                 batcher = self.batcher(sentence.served, sentence.route)
                 groups.setdefault(batcher.key, (batcher, []))[1].append(sentence)
             for batcher, members in groups.values():
-                job = batcher.submit([m.pieces for m in members], decode)
+                job = batcher.submit([m.pieces for m in members], decode, client)
                 jobs.append(SubmittedJob(job, [m.index for m in members]))
             if jobs:
                 await self._wait(jobs, deadline)
@@ -456,6 +461,7 @@ class TranslationService:
         target: str,
         decode: DecodeOptions,
         deadline: float,
+        client: str,
     ) -> dict[tuple[int, int], set[Flag]]:
         """The flags of every sentence's best hypothesis (``server.output_checks``). Flagged
         sentences are decoded once more with the retry settings; the retry's hypotheses
@@ -482,7 +488,7 @@ class TranslationService:
             no_repeat_ngram_size=RETRY.no_repeat_ngram_size,
         )
         try:
-            again = await self._run(flagged, retry, deadline)
+            again = await self._run(flagged, retry, deadline, client)
         except (QueueFull, TimeoutError, EngineUnavailable, ShuttingDown):
             self.metrics.output_retries.labels("not_run").inc(len(flagged))
             return flags

@@ -83,6 +83,11 @@ class Settings(BaseSettings):
     batch_wait_ms: float = Field(
         5.0, ge=0, description="How long the first request waits for company."
     )
+    batch_policy: Literal["fair", "fifo"] = Field(
+        "fair",
+        description="How a batch is filled: fair takes sentences round-robin across clients "
+        "(API key, else address) and their requests; fifo takes them in arrival order.",
+    )
     queue_size: int = Field(
         256, ge=1, description="Requests waiting per engine; beyond it: 429 + Retry-After."
     )

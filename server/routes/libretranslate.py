@@ -22,7 +22,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 
-from ..auth import check_key, key_from_request
+from ..auth import check_key, client_identity, key_from_request
 from ..bundles import language_name
 from ..dependencies import ServiceDep, StateDep
 from ..errors import ApiError, bad_request
@@ -165,8 +165,11 @@ def parse_fields(model: type[BodyModel], fields: dict[str, Any]) -> BodyModel:
     responses={200: {"model": LTTranslateResponse}, **LT_TRANSLATE_ERRORS},
     openapi_extra=request_body(LTTranslateRequest),
 )
-async def lt_translate(fields: Fields, st: StateDep, svc: ServiceDep) -> dict[str, Any]:
+async def lt_translate(
+    fields: Fields, request: Request, st: StateDep, svc: ServiceDep
+) -> dict[str, Any]:
     req = parse_fields(LTTranslateRequest, fields)
+    client = client_identity(request, fields.get("api_key") or None)
     single = isinstance(req.q, str)
     texts: list[str] = [req.q] if isinstance(req.q, str) else list(req.q)
     source, target = req.source, req.target
@@ -175,12 +178,14 @@ async def lt_translate(fields: Fields, st: StateDep, svc: ServiceDep) -> dict[st
     if req.format == "html":
         svc.validate_texts(texts)
         svc.validate_languages(source, target, None)
-        results = [await _translate_html(svc, t, source, target, opts, deadline) for t in texts]
-    else:
         results = [
-            _lt_item(r, source == "auto")
-            for r in await svc.translate(texts, source, target, opts, deadline=deadline)
+            await _translate_html(svc, t, source, target, opts, deadline, client) for t in texts
         ]
+    else:
+        translated = await svc.translate(
+            texts, source, target, opts, deadline=deadline, client=client
+        )
+        results = [_lt_item(r, source == "auto") for r in translated]
     if single:
         return results[0]
     body: dict[str, Any] = {"translatedText": [r["translatedText"] for r in results]}
@@ -204,7 +209,13 @@ def _lt_item(r: TextResult, auto: bool, text: str | None = None) -> dict[str, An
 
 
 async def _translate_html(
-    svc: TranslationService, doc: str, source: str, target: str, opts: Options, deadline: float
+    svc: TranslationService,
+    doc: str,
+    source: str,
+    target: str,
+    opts: Options,
+    deadline: float,
+    client: str,
 ) -> dict[str, Any]:
     parts = _HTML_SPLIT.split(doc)
     # Text nodes with something to translate; whitespace (entities such as &nbsp; included)
@@ -221,7 +232,9 @@ async def _translate_html(
     if source == target:
         res = None
     else:
-        res = await svc.translate(plain, source, target, opts, limit_count=False, deadline=deadline)
+        res = await svc.translate(
+            plain, source, target, opts, limit_count=False, deadline=deadline, client=client
+        )
     out = list(parts)
     for n, i in enumerate(idx):
         p = parts[i]

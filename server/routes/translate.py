@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Request
 
-from ..auth import require_api_key
+from ..auth import client_identity, require_api_key
 from ..dependencies import ServiceDep
 from ..schemas import (
     ERROR_RESPONSES,
@@ -30,7 +30,8 @@ router = APIRouter(tags=["translation"])
 async def translate(req: TranslateRequest, request: Request, svc: ServiceDep) -> TranslateResponse:
     texts = [req.text] if isinstance(req.text, str) else list(req.text)
     opts = svc.validate_options(req.beam_size, req.num_alternatives, req.max_length)
-    results = await svc.translate(texts, req.source, req.target, opts, req.model)
+    client = client_identity(request)
+    results = await svc.translate(texts, req.source, req.target, opts, req.model, client=client)
     models = sorted({r.engine.split(":", 1)[0] for r in results if r.engine})
     return TranslateResponse(
         translations=[_translation(r) for r in results],

@@ -1,0 +1,115 @@
+"""How a batch is filled (server.batching.select_sentences): fair shares between clients and
+requests, arrival order kept within a request, the budgets kept; and, on a real server, a
+one-sentence request is answered before the documents queued ahead of it."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import httpx
+import pytest
+
+from server.batching import DecodeOptions, Job, select_sentences
+
+OPTS = DecodeOptions(beam_size=1, num_hypotheses=1, max_length=32)
+
+
+@pytest.fixture
+def loop():
+    loop = asyncio.new_event_loop()
+    yield loop
+    loop.close()
+
+
+def job(loop, owner: str, sentences: int, tokens: int = 5) -> Job:
+    return Job([["▁x"] * tokens for _ in range(sentences)], OPTS, loop.create_future(), owner=owner)
+
+
+def owners(items) -> list[str]:
+    return [j.owner for j, _ in items]
+
+
+def test_a_small_request_joins_the_next_batch_beside_big_ones(loop):
+    heavy = [job(loop, f"h{i}", 40) for i in range(8)]
+    small = job(loop, "s", 1)
+    fair = select_sentences([*heavy, small], max_tokens=4096, max_size=64, fair=True)
+    assert "s" in owners(fair) and small.next_index == 1
+    assert owners(fair)[:9] == [*(f"h{i}" for i in range(8)), "s"]  # one each, in turn
+    heavy = [job(loop, f"h{i}", 40) for i in range(8)]
+    small = job(loop, "s", 1)
+    fifo = select_sentences([*heavy, small], max_tokens=4096, max_size=64, fair=False)
+    assert owners(fifo) == ["h0"] * 40 + ["h1"] * 24 and small.next_index == 0
+
+
+def test_one_request_alone_fills_the_batch_as_in_arrival_order(loop):
+    for fair in (True, False):
+        lone = job(loop, "a", 20)
+        items = select_sentences([lone], max_tokens=4096, max_size=16, fair=fair)
+        assert [i for _, i in items] == list(range(16))
+
+
+def test_clients_share_first_then_their_requests(loop):
+    """A client with many requests gets no more than one with a single request."""
+    many = [job(loop, "many", 10) for _ in range(5)]
+    single = job(loop, "one", 10)
+    items = select_sentences([*many, single], max_tokens=4096, max_size=10, fair=True)
+    assert owners(items).count("one") == 5 and owners(items).count("many") == 5
+    # within "many" the requests take turns, each in its own order
+    taken = [(id(j), i) for j, i in items if j.owner == "many"]
+    assert len({k for k, _ in taken}) == 5 and all(i == 0 for _, i in taken)
+
+
+def test_budgets_hold_and_a_long_sentence_does_not_block_the_others(loop):
+    long = Job([["▁x"] * 30], OPTS, loop.create_future(), owner="a")
+    short = job(loop, "b", 10, tokens=4)
+    first = job(loop, "c", 1, tokens=20)
+    items = select_sentences([first, long, short], max_tokens=40, max_size=64, fair=True)
+    assert sum(len(j.sources[i]) for j, i in items) <= 40
+    assert long.next_index == 0 and short.next_index == 5  # 20 + 5 * 4 = 40
+    alone = select_sentences([long], max_tokens=10, max_size=64, fair=True)
+    assert len(alone) == 1  # one sentence longer than the budget still goes, alone
+
+
+def test_every_sentence_is_taken_once_in_order(loop):
+    jobs = [job(loop, f"o{k % 3}", n) for k, n in enumerate([7, 1, 12, 3, 9])]
+    seen: dict[int, list[int]] = {id(j): [] for j in jobs}
+    while any(j.next_index < len(j.sources) for j in jobs):
+        for j, i in select_sentences(jobs, max_tokens=50, max_size=6, fair=True):
+            seen[id(j)].append(i)
+    assert [seen[id(j)] for j in jobs] == [list(range(len(j.sources))) for j in jobs]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("policy", ["fair", "fifo"])
+def test_a_one_sentence_request_is_not_held_behind_documents(make_server, slow, policy):
+    """Four requests of 24 sentences are queued, then one of a single sentence: fair batching
+    answers it before them, arrival order after all of them."""
+    srv = make_server(
+        loader=slow(0.05), batch_policy=policy, inter_threads=1, max_batch_size=8,
+        batch_wait_ms=0,
+    )  # fmt: skip
+    small = {"text": "Follow me.", "source": "en", "target": "de", "beam_size": 1}
+    document = {**small, "text": ["Follow me."] * 24}
+    assert httpx.post(f"{srv.url}/v1/translate", json=small, timeout=60).status_code == 200
+    finished: dict[str, float] = {}
+
+    def send(name: str, body: dict) -> None:
+        r = httpx.post(f"{srv.url}/v1/translate", json=body, timeout=60)
+        assert r.status_code == 200, r.text
+        finished[name] = time.perf_counter()
+
+    threads = [threading.Thread(target=send, args=(f"doc{i}", document)) for i in range(4)]
+    for t in threads:
+        t.start()
+    time.sleep(0.15)  # the documents are queued (12 batches of 0.05 s at least)
+    send("small", small)
+    for t in threads:
+        t.join()
+    last_document = max(v for k, v in finished.items() if k != "small")
+    first_document = min(v for k, v in finished.items() if k != "small")
+    if policy == "fair":
+        assert finished["small"] < first_document
+    else:
+        assert finished["small"] >= last_document - 0.05
