@@ -1,0 +1,233 @@
+"""Fair share under mixed load: one-sentence requests alone and beside heavy clients, with
+the batches filled in arrival order (``fifo``) or round-robin across clients (``fair``).
+
+    python -m loadtests.bench_fair [--bundle models/default] [--route en-es] [--heavy 8]
+                                   [--small 20] [--rounds 2] [--out runs/bench_fair] [--quick]
+
+For each round and policy (policies alternate, so both see the same machine state) a real
+``python -m server`` serves the bundle with one API key per client; then:
+
+- alone: ``--small`` one-sentence requests, one after the other;
+- beside: ``--heavy`` clients each keep one request of 16 paragraphs (NTREX-128 news, about
+  four sentences each) in flight, and the same one-sentence requests are sent among them; the
+  heavy clients' translated sentences per second are counted over the same window.
+
+Printed and saved (JSON, CSV, PNG): per policy the p50/p95 latency of the small requests alone
+and beside the heavy ones, their ratio (issue 27's aim: within 3x of alone), and the heavy
+throughput, with fair / fifo ratios measured side by side in the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+from .results import write_results
+from .server_process import ROOT, ServerProcess
+
+NTREX = ROOT / "training" / "data" / "ntrex128" / "newstest2019-src.eng.txt"
+POLICIES = ("fifo", "fair")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m loadtests.bench_fair", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p.add_argument("--bundle", type=Path, default=ROOT / "models" / "default")
+    p.add_argument("--route", default="en-es")
+    p.add_argument("--heavy", type=int, default=8, help="heavy clients beside the small ones")
+    p.add_argument("--small", type=int, default=20, help="small requests per measurement")
+    p.add_argument("--rounds", type=int, default=2, help="rounds of both policies")
+    p.add_argument("--out", type=Path, default=ROOT / "runs" / "bench_fair")
+    p.add_argument("--paragraphs", type=int, default=16, help="paragraphs per heavy request")
+    p.add_argument(
+        "--quick", action="store_true", help="2 heavy clients of 2 paragraphs, 4 small, 1 round"
+    )
+    args = p.parse_args(argv)
+    if args.quick:
+        args.heavy, args.small, args.rounds, args.paragraphs = 2, 4, 1, 2
+    return args
+
+
+def documents(n: int, paragraphs: int, sentences: int = 4) -> list[str]:
+    """``n`` heavy request texts, each of ``paragraphs`` paragraphs of real news sentences."""
+    lines = [line.strip() for line in NTREX.read_text(encoding="utf-8").splitlines() if line]
+    per_doc = paragraphs * sentences
+    docs = []
+    for i in range(n):
+        chunk = [lines[(i * per_doc + k) % len(lines)] for k in range(per_doc)]
+        paras = [" ".join(chunk[p : p + sentences]) for p in range(0, per_doc, sentences)]
+        docs.append("\n\n".join(paras))
+    return docs
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+class HeavyClients:
+    """One thread per body, each sending it again as soon as it is answered, until stopped;
+    counts the sentences translated (the server's own sentence split of each body)."""
+
+    def __init__(self, url: str, bodies: list[dict], keys: list[str]) -> None:
+        from server.text import sentences_of, split_text
+
+        self.stop = threading.Event()
+        self.sentences = 0
+        self.errors = 0
+        self.lock = threading.Lock()
+        self.threads = [
+            threading.Thread(target=self._run, args=(url, body, key, n), daemon=True)
+            for body, key, n in zip(
+                bodies,
+                keys,
+                [len(sentences_of(split_text(b["text"], b["source"]))) for b in bodies],
+                strict=True,
+            )
+        ]
+
+    def _run(self, url: str, body: dict, key: str, sentences: int) -> None:
+        with httpx.Client(base_url=url, timeout=600, headers={"X-API-Key": key}) as client:
+            while not self.stop.is_set():
+                r = client.post("/v1/translate", json=body)
+                with self.lock:
+                    if r.status_code == 200:
+                        self.sentences += sentences
+                    else:
+                        self.errors += 1
+
+    def __enter__(self) -> HeavyClients:
+        for t in self.threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join()
+
+
+def small_latencies(url: str, body: dict, n: int, key: str) -> list[float]:
+    out = []
+    with httpx.Client(base_url=url, timeout=600, headers={"X-API-Key": key}) as client:
+        for _ in range(n):
+            t0 = time.perf_counter()
+            r = client.post("/v1/translate", json=body)
+            out.append(time.perf_counter() - t0)
+            if r.status_code != 200:
+                raise RuntimeError(f"small request answered {r.status_code}: {r.text[:200]}")
+    return out
+
+
+def measure_policy(args: argparse.Namespace, policy: str) -> dict:
+    """Alone, then beside the heavy clients, on a fresh server with ``policy``."""
+    src, tgt = args.route.split("-")
+    keys = [f"heavy-{i}" for i in range(args.heavy)] + ["small"]
+    env = {
+        "LSMT_BATCH_POLICY": policy,
+        "LSMT_API_KEYS": ",".join(keys),
+        "LSMT_WARMUP_ROUTES": args.route,
+        "LSMT_QUEUE_SIZE": "1024",
+        "LSMT_REQUEST_TIMEOUT_S": "600",
+    }
+    small = {"text": "The meeting starts at nine tomorrow morning.", "source": src, "target": tgt}
+    heavy = [
+        {"text": d, "source": src, "target": tgt} for d in documents(args.heavy, args.paragraphs)
+    ]
+    with ServerProcess([args.bundle], env) as server:
+        small_latencies(server.url, small, 2, "small")  # warm
+        alone = small_latencies(server.url, small, args.small, "small")
+        with HeavyClients(server.url, heavy, keys[:-1]) as clients:
+            time.sleep(2.0)  # every heavy client has a request in flight
+            start, before = time.perf_counter(), clients.sentences
+            beside = small_latencies(server.url, small, args.small, "small")
+            window = time.perf_counter() - start
+            throughput = (clients.sentences - before) / window
+        errors = clients.errors
+    return {
+        "policy": policy,
+        "alone_p50_s": statistics.median(alone),
+        "alone_p95_s": percentile(alone, 0.95),
+        "beside_p50_s": statistics.median(beside),
+        "beside_p95_s": percentile(beside, 0.95),
+        "p95_beside_over_alone": percentile(beside, 0.95) / percentile(alone, 0.95),
+        "heavy_sentences_per_s": throughput,
+        "heavy_errors": errors,
+        "window_s": window,
+    }
+
+
+def summarize(rows: list[dict]) -> dict:
+    """Medians over rounds per policy, and fair / fifo."""
+    by = {p: [r for r in rows if r["policy"] == p] for p in POLICIES}
+    med = {p: {k: statistics.median(r[k] for r in by[p]) for k in rows[0] if k != "policy"}
+           for p in POLICIES}  # fmt: skip
+    return {
+        "per_policy": med,
+        "fair_over_fifo": {
+            "small_p95_beside": med["fair"]["beside_p95_s"] / med["fifo"]["beside_p95_s"],
+            "heavy_throughput": med["fair"]["heavy_sentences_per_s"]
+            / med["fifo"]["heavy_sentences_per_s"],
+        },
+    }
+
+
+def plot(summary: dict, out: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.5))
+    med = summary["per_policy"]
+    x = range(len(POLICIES))
+    left.bar([i - 0.2 for i in x], [med[p]["alone_p95_s"] for p in POLICIES], 0.4, label="alone")
+    left.bar([i + 0.2 for i in x], [med[p]["beside_p95_s"] for p in POLICIES], 0.4,
+             label="beside heavy clients")  # fmt: skip
+    left.set_xticks(list(x), POLICIES)
+    left.set_ylabel("p95 latency of one sentence (s)")
+    left.set_yscale("log")
+    left.legend()
+    right.bar(list(x), [med[p]["heavy_sentences_per_s"] for p in POLICIES])
+    right.set_xticks(list(x), POLICIES)
+    right.set_ylabel("heavy clients: sentences/s")
+    fig.tight_layout()
+    path = out / "fair_share.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = parse_args(argv)
+    rows = []
+    for r in range(args.rounds):
+        for policy in POLICIES if r % 2 == 0 else reversed(POLICIES):
+            row = {"round": r, **measure_policy(args, policy)}
+            rows.append(row)
+            print(
+                f"round {r} {policy}: one sentence p95 alone {row['alone_p95_s'] * 1000:.0f} ms, "
+                f"beside {args.heavy} heavy {row['beside_p95_s'] * 1000:.0f} ms "
+                f"({row['p95_beside_over_alone']:.1f}x); heavy {row['heavy_sentences_per_s']:.1f} "
+                "sentences/s",
+                flush=True,
+            )
+    summary = summarize([{k: v for k, v in row.items() if k != "round"} for row in rows])
+    result = {"settings": {k: str(v) for k, v in vars(args).items()}, "rows": rows, **summary}
+    write_results(args.out, result, rows, name="fair_share")
+    plot(summary, args.out)
+    ratios = summary["fair_over_fifo"]
+    print(
+        f"fair / fifo: small p95 beside heavy {ratios['small_p95_beside']:.2f}x, "
+        f"heavy throughput {ratios['heavy_throughput']:.2f}x -> {args.out}"
+    )
+    return result
+
+
+if __name__ == "__main__":
+    main()
