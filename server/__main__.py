@@ -1,4 +1,5 @@
-"""``python -m server [--host H] [--port P] [BUNDLE_DIR ...]``
+"""``python -m server [--host H] [--port P] [BUNDLE_DIR ...]``; ``python -m server keys ...``
+manages the API keys with limits (``server.keys``).
 
 Without a bundle directory the default model (``models/default`` under the repository root,
 or ``LSMT_DEFAULT_BUNDLE_DIR``) is served. Settings come from ``LSMT_*`` environment variables;
@@ -118,6 +119,11 @@ def block_torch() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["keys"]:  # python -m server keys add|list|remove|set-limits
+        from .keys import main as keys_main
+
+        sys.exit(keys_main(argv[1:]))
     block_torch()
     args = parse_args(argv)
     settings = build_settings(args)

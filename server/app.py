@@ -27,7 +27,7 @@ from .openapi import install_openapi
 from .routes import admin, catalogue, libretranslate, operations, translate
 from .service import TranslationService
 from .settings import Settings
-from .state import AppState, load_bundles, warm_up, warmup_plan
+from .state import AppState, load_bundles, open_key_store, warm_up, warmup_plan
 from .web import router as web_router
 
 log = logging.getLogger("server")
@@ -41,6 +41,7 @@ def _lifespan(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         load_bundles(st, bundles)
+        open_key_store(st)
         st.executor = ThreadPoolExecutor(32, thread_name_prefix="lsmt-translate")
         st.registry = EngineRegistry(settings, st.metrics, loader)
         st.service = TranslationService(
@@ -72,6 +73,8 @@ def _lifespan(
             await st.service.close()
             await st.registry.close()
             st.executor.shutdown(wait=True, cancel_futures=True)
+            if st.keys is not None:
+                st.keys.close()
 
     return lifespan
 

@@ -1,21 +1,44 @@
-"""Optional API keys (off when ``api_keys`` is empty), compared in constant time.
+"""Who sent a request, and whether it may: API keys, anonymous use, and the limits of each.
 
 A key is read from ``Authorization: Bearer <key>``, ``X-API-Key: <key>``, the ``api_key``
-query parameter, or (LibreTranslate endpoints) the ``api_key`` body field.
-Missing key: 401 ``missing_api_key``; wrong key: 403 ``invalid_api_key``.
-``require_api_key`` is the dependency of ``/v1/translate`` (and the check the validation error
-handler makes first); the LibreTranslate endpoints check theirs in
+query parameter, or (LibreTranslate endpoints) the ``api_key`` body field. It is one of the
+configured ``api_keys`` (compared in constant time; no limits) or a key of the keys database
+(``keys_db``, ``server.keys``: found by its digest, with its own limits). Without a key a
+request is anonymous, allowed when ``anonymous_access`` (by default: when no key is
+configured), with the ``anonymous_*`` limits per client address.
+Missing key: 401 ``missing_api_key``; wrong key: 403 ``invalid_api_key``; revoked: 403
+``revoked_api_key``; over a limit: 429 ``rate_limited`` with ``Retry-After`` (:func:`admit`).
+``require_caller`` is the dependency of ``/v1/translate`` (and the check the validation error
+handler makes first); the LibreTranslate endpoints identify theirs in
 ``routes.libretranslate.authenticated_fields``, which also reads the body's ``api_key``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Annotated
 
-from fastapi import Request
+from fastapi import Depends, Request
 
 from .errors import ApiError
+from .keys import Limits
+
+if TYPE_CHECKING:
+    from .state import AppState
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who sent a request: ``subject`` (``key:<id>`` for a database key, ``key:<digest>`` for
+    a configured one, ``addr:<address>`` without a key; never the key itself) and the limits
+    that apply to it. The subject is also who the batchers share the engines between."""
+
+    subject: str
+    limits: Limits
 
 
 def key_from_request(request: Request) -> str | None:
@@ -23,16 +46,6 @@ def key_from_request(request: Request) -> str | None:
     # An empty bearer token is no key: fall through to the other ways of sending one.
     bearer = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
     return bearer or request.headers.get("x-api-key") or request.query_params.get("api_key") or None
-
-
-def client_identity(request: Request, key: str | None = None) -> str:
-    """Who sent a request, for sharing the engines fairly (``server.batching``): a digest of
-    its API key (``key``, else the one in its headers or query), else its address. Never the
-    key itself: identities may be logged or counted."""
-    key = key or key_from_request(request)
-    if key:
-        return "key:" + hashlib.sha256(key.encode()).hexdigest()[:16]
-    return "addr:" + (request.client.host if request.client else "unknown")
 
 
 def check_key(keys: list[str], given: str | None) -> None:
@@ -54,10 +67,78 @@ def check_key(keys: list[str], given: str | None) -> None:
         raise ApiError(403, "invalid_api_key", "The API key is not valid.")
 
 
+def identify(request: Request, given: str | None) -> Caller:
+    """The caller of a request that sent key ``given`` (None: no key), or the 401/403."""
+    st: AppState = request.app.state.lsmt
+    settings = st.settings
+    if given:
+        if st.keys is not None and settings.keys_db is not None:
+            record = st.keys.find(given)  # a primary-key lookup: microseconds
+            if record is not None:
+                if record.revoked:
+                    raise ApiError(403, "revoked_api_key", "This API key has been revoked.")
+                return Caller(f"key:{record.id}", record.limits)
+        if settings.api_keys or settings.keys_db is not None:
+            check_key(settings.api_keys, given)  # 403 unless one of the configured keys
+            return Caller("key:" + hashlib.sha256(given.encode()).hexdigest()[:16], Limits())
+    if not anonymous_allowed(st):
+        check_key(["-"], None)  # 401 missing_api_key
+    address = request.client.host if request.client else "unknown"
+    return Caller(f"addr:{address}", anonymous_limits(st))
+
+
+def anonymous_allowed(st: AppState) -> bool:
+    settings = st.settings
+    if settings.anonymous_access is not None:
+        return settings.anonymous_access
+    return not settings.api_keys and settings.keys_db is None
+
+
+def anonymous_limits(st: AppState) -> Limits:
+    s = st.settings
+    return Limits(
+        s.anonymous_requests_per_minute,
+        s.anonymous_chars_per_minute,
+        s.anonymous_chars_per_day,
+        s.anonymous_max_request_chars,
+    )
+
+
+def require_caller(request: Request) -> Caller:
+    """Dependency: the caller of the key sent in a header or the query. It takes nothing
+    FastAPI would document as a parameter (the ways of sending a key are in the docs, not in
+    the OpenAPI document)."""
+    return identify(request, key_from_request(request))
+
+
 def require_api_key(request: Request) -> None:
-    """Dependency: the key sent in a header or the query, when keys are configured. It takes
-    nothing FastAPI would document as a parameter (the ways of sending a key are in the
-    docs, not in the OpenAPI document)."""
-    state = getattr(request.app.state, "lsmt", None)
-    if state is not None:
-        check_key(state.settings.api_keys, key_from_request(request))
+    """The key check alone (the validation error handler makes it before telling how a body
+    failed to parse)."""
+    require_caller(request)
+
+
+CallerDep = Annotated[Caller, Depends(require_caller)]
+
+
+async def admit(st: AppState, caller: Caller, chars: int) -> None:
+    """Count a translation request of ``chars`` characters against the caller's limits, or
+    answer 429 naming the limit and when it resets (nothing is counted then)."""
+    kind = "anonymous" if caller.subject.startswith("addr:") else "key"
+    if caller.limits.any() and st.keys is not None:
+        exceeded = await asyncio.to_thread(st.keys.consume, caller.subject, chars, caller.limits)
+        if exceeded is not None:
+            st.metrics.limit_rejections.labels(exceeded.limit).inc()
+            retry = exceeded.retry_after_s()
+            raise ApiError(
+                429,
+                "rate_limited",
+                f"The {exceeded.limit.replace('_', ' ')} limit ({exceeded.allowed}) is reached; "
+                f"it resets in {retry} s.",
+                headers={"Retry-After": str(retry)},
+                limit=exceeded.limit,
+                allowed=exceeded.allowed,
+                resets_at=datetime.fromtimestamp(exceeded.reset_at, UTC).isoformat(),
+                retry_after_s=retry,
+            )
+    st.metrics.caller_requests.labels(kind).inc()
+    st.metrics.caller_characters.labels(kind).inc(chars)

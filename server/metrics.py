@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from .keys import LIMIT_NAMES
 from .output_checks import FLAGS
 
 LATENCY_BUCKETS = (
@@ -35,6 +36,7 @@ STAGES = ("queue_wait", "tokenize", "translate", "detokenize")
 REJECT_REASONS = ("queue_full", "timeout", "engine_unavailable")
 TIERS = ("device", "host")
 RETRY_OUTCOMES = ("improved", "kept", "not_run")
+CALLER_KINDS = ("key", "anonymous")
 
 
 class Metrics:
@@ -61,6 +63,18 @@ class Metrics:
         self.in_flight = Gauge(
             "lsmt_http_requests_in_flight", "HTTP requests being handled.", registry=r
         )
+        # Callers (server.auth): labels are bounded (never a key or an address).
+        self.limit_rejections = Counter(
+            "lsmt_limit_rejections", "Requests refused by a caller's limit.", ["limit"], registry=r
+        )
+        self.caller_requests = Counter(
+            "lsmt_caller_requests", "Translation requests admitted, by caller kind.", ["kind"],
+            registry=r,
+        )  # fmt: skip
+        self.caller_characters = Counter(
+            "lsmt_caller_characters", "Characters of the requests admitted, by caller kind.",
+            ["kind"], registry=r,
+        )  # fmt: skip
 
     def _declare_batching(self, r: CollectorRegistry) -> None:
         """The translation pipeline: stages, batches, tokens, queues, refusals."""
@@ -183,6 +197,11 @@ class Metrics:
             self.output_flags.labels(flag)
         for outcome in RETRY_OUTCOMES:
             self.output_retries.labels(outcome)
+        for limit in LIMIT_NAMES:
+            self.limit_rejections.labels(limit)
+        for kind in CALLER_KINDS:
+            self.caller_requests.labels(kind)
+            self.caller_characters.labels(kind)
 
     def init_engine(self, key: str) -> None:
         """Create an engine's series at zero (engine keys are known once bundles are open)."""

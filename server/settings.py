@@ -140,6 +140,20 @@ class Settings(BaseSettings):
     api_keys: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="Accepted API keys; empty: no authentication."
     )
+    keys_db: Path | None = Field(
+        None,
+        description="SQLite file of the API keys with limits (python -m server keys ...) and "
+        "of the usage counters; unset: only api_keys (no limits).",
+    )
+    anonymous_access: bool | None = Field(
+        None,
+        description="Requests without a key; None: allowed when no key is configured "
+        "(api_keys empty and no keys_db).",
+    )
+    anonymous_requests_per_minute: int | None = Field(None, ge=1)
+    anonymous_chars_per_minute: int | None = Field(None, ge=1)
+    anonymous_chars_per_day: int | None = Field(None, ge=1)
+    anonymous_max_request_chars: int | None = Field(None, ge=1)
     admin_keys: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
         description="Keys of the administration endpoints (bundle reload); empty: those "

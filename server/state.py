@@ -17,6 +17,7 @@ from lsmt_core.routes import Route, route_key
 from .bundles import ServedBundle, open_bundle_dirs
 from .engines import EngineRegistry
 from .failures import ServiceError
+from .keys import KeyStore
 from .metrics import Metrics
 from .service import TranslationService
 from .settings import Settings
@@ -42,6 +43,7 @@ class AppState:
     started_at: float = field(default_factory=time.time)
     http_in_flight: int = 0  # requests inside the app (the batchers' early-dispatch hint)
     reload_lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # one reload at a time
+    keys: KeyStore | None = None  # keys with limits and usage counters (server.keys)
 
 
 def load_bundles(st: AppState, bundles: list[Any] | None) -> None:
@@ -116,3 +118,14 @@ async def warm_up(st: AppState) -> None:
             st.warmup_errors[name] = f"{type(exc).__name__}: {exc}"
             log.exception("warm-up %s failed", name)
     st.warmup_done = True
+
+
+def open_key_store(st: AppState) -> None:
+    """The keys database when configured; an in-memory one when only anonymous limits are
+    (their counters then last as long as the process)."""
+    from .auth import anonymous_limits
+
+    if st.settings.keys_db is not None:
+        st.keys = KeyStore(st.settings.keys_db)
+    elif anonymous_limits(st).any():
+        st.keys = KeyStore(":memory:")

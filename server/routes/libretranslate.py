@@ -15,6 +15,7 @@ import html
 import json
 import re
 import time
+from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar, get_args
 from urllib.parse import parse_qs
 
@@ -22,7 +23,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 
-from ..auth import check_key, client_identity, key_from_request
+from ..auth import Caller, admit, identify, key_from_request
 from ..bundles import language_name
 from ..dependencies import ServiceDep, StateDep
 from ..errors import ApiError, bad_request
@@ -83,29 +84,35 @@ async def read_fields(request: Request) -> dict[str, Any]:
     return fields
 
 
-async def authenticated_fields(request: Request, st: StateDep) -> dict[str, Any]:
-    """Dependency: the body's fields, once the client is authenticated. A key in a header is
+@dataclass(frozen=True)
+class AuthenticatedFields:
+    """A LibreTranslate request's fields and its caller (``server.auth``)."""
+
+    fields: dict[str, Any]
+    caller: Caller
+
+
+async def authenticated_fields(request: Request) -> AuthenticatedFields:
+    """Dependency: the body's fields, once the client is identified. A key in a header is
     checked before the body is parsed; a key in the body (``api_key``, as LibreTranslate
     clients send it) after. A body that cannot be parsed from a client with no header key
     answers 401 when keys are required: an unauthenticated client learns nothing about
     parsing."""
-    keys = st.settings.api_keys
     header_key = key_from_request(request)
-    if header_key is not None:
-        check_key(keys, header_key)
+    caller = identify(request, header_key) if header_key is not None else None
     try:
         fields = await read_fields(request)
     except ApiError:
-        if header_key is None:
-            check_key(keys, None)
+        if caller is None:
+            identify(request, None)
         raise
-    if header_key is None:
+    if caller is None:
         body_key = fields.get("api_key")
-        check_key(keys, body_key if isinstance(body_key, str) else None)
-    return fields
+        caller = identify(request, body_key if isinstance(body_key, str) and body_key else None)
+    return AuthenticatedFields(fields, caller)
 
 
-Fields = Annotated[dict[str, Any], Depends(authenticated_fields)]
+Fields = Annotated[AuthenticatedFields, Depends(authenticated_fields)]
 
 
 def request_body(model: type[BaseModel]) -> dict[str, Any]:
@@ -165,15 +172,14 @@ def parse_fields(model: type[BodyModel], fields: dict[str, Any]) -> BodyModel:
     responses={200: {"model": LTTranslateResponse}, **LT_TRANSLATE_ERRORS},
     openapi_extra=request_body(LTTranslateRequest),
 )
-async def lt_translate(
-    fields: Fields, request: Request, st: StateDep, svc: ServiceDep
-) -> dict[str, Any]:
-    req = parse_fields(LTTranslateRequest, fields)
-    client = client_identity(request, fields.get("api_key") or None)
+async def lt_translate(authenticated: Fields, st: StateDep, svc: ServiceDep) -> dict[str, Any]:
+    req = parse_fields(LTTranslateRequest, authenticated.fields)
+    client = authenticated.caller.subject
     single = isinstance(req.q, str)
     texts: list[str] = [req.q] if isinstance(req.q, str) else list(req.q)
     source, target = req.source, req.target
     opts = svc.validate_options(None, req.alternatives, None)
+    await admit(st, authenticated.caller, sum(len(t) for t in texts))
     deadline = time.monotonic() + st.settings.request_timeout_s
     if req.format == "html":
         svc.validate_texts(texts)
@@ -273,8 +279,8 @@ async def lt_languages_post(svc: ServiceDep) -> list[dict[str, Any]]:
     responses={200: {"model": list[LTDetected]}, **LT_DETECT_ERRORS},
     openapi_extra=request_body(LTDetectRequest),
 )
-async def lt_detect(fields: Fields, svc: ServiceDep) -> JSONResponse:
-    req = parse_fields(LTDetectRequest, fields)
+async def lt_detect(authenticated: Fields, svc: ServiceDep) -> JSONResponse:
+    req = parse_fields(LTDetectRequest, authenticated.fields)
     if not req.q.strip():
         raise bad_request("empty_text", "Field 'q' must be a non-empty string.", parameter="q")
     svc.validate_texts([req.q])  # length, valid Unicode: the rules of /v1/translate

@@ -1,12 +1,13 @@
 """``POST /v1/translate``: one text or a list, with the service's results as the documented
-response. The API key is checked (a route dependency) before the body is validated."""
+response. The caller is identified (a route dependency) before the body is validated, and
+the request counted against its limits before it is translated."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 
-from ..auth import client_identity, require_api_key
-from ..dependencies import ServiceDep
+from ..auth import CallerDep, admit
+from ..dependencies import ServiceDep, StateDep
 from ..schemas import (
     ERROR_RESPONSES,
     Alternative,
@@ -25,13 +26,16 @@ router = APIRouter(tags=["translation"])
     response_model=TranslateResponse,
     responses=ERROR_RESPONSES,
     summary="Translate one text or a list of texts",
-    dependencies=[Depends(require_api_key)],
 )
-async def translate(req: TranslateRequest, request: Request, svc: ServiceDep) -> TranslateResponse:
+async def translate(
+    req: TranslateRequest, request: Request, caller: CallerDep, st: StateDep, svc: ServiceDep
+) -> TranslateResponse:
     texts = [req.text] if isinstance(req.text, str) else list(req.text)
     opts = svc.validate_options(req.beam_size, req.num_alternatives, req.max_length)
-    client = client_identity(request)
-    results = await svc.translate(texts, req.source, req.target, opts, req.model, client=client)
+    await admit(st, caller, sum(len(t) for t in texts))
+    results = await svc.translate(
+        texts, req.source, req.target, opts, req.model, client=caller.subject
+    )
     models = sorted({r.engine.split(":", 1)[0] for r in results if r.engine})
     return TranslateResponse(
         translations=[_translation(r) for r in results],
