@@ -12,6 +12,7 @@ needs ctranslate2. Dependencies: ``lsmt_bundle`` imports ``lsmt_core`` and none 
 - :mod:`.assembly`: :func:`assemble`, a route's modules -> :class:`DenseModel`
 - :mod:`.fusions`: one module per fusion rule, registered in ``FUSION_RULES``
 - :mod:`.ct2`: a :class:`DenseModel` -> a CTranslate2 model (on disk or in memory)
+- :mod:`.engine_cache`: built engines kept on disk across cold starts and processes
 """
 
 from lsmt_core.manifest import FORMAT_VERSION, Manifest

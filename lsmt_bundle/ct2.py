@@ -132,18 +132,38 @@ def load_translator(
     name: str = "lsmt-engine",
 ) -> tuple[ctranslate2.Translator, int]:
     """Build a translator in memory; returns it and the size of its weights in bytes."""
-    quantization = compute_type if compute_type in SAVE_QUANTIZATIONS else None
-    files = engine_files(dense, quantization)
-    translator = ctranslate2.Translator(
-        name,
-        device=device,
-        device_index=device_index,
-        compute_type=compute_type,
-        inter_threads=inter_threads,
-        intra_threads=intra_threads,
-        files=files,
+    files = engine_files(dense, saved_quantization(compute_type))
+    return open_translator(
+        files, device, device_index, compute_type, inter_threads, intra_threads, name
     )
-    return translator, len(files["model.bin"])
+
+
+def saved_quantization(compute_type: str) -> str | None:
+    """The quantization an engine is saved with for ``compute_type`` (None: chosen at load)."""
+    return compute_type if compute_type in SAVE_QUANTIZATIONS else None
+
+
+def open_translator(
+    model: Path | dict[str, bytes],
+    device: str = "cpu",
+    device_index: int = 0,
+    compute_type: str = "int8",
+    inter_threads: int = 1,
+    intra_threads: int = 1,
+    name: str = "lsmt-engine",
+) -> tuple[ctranslate2.Translator, int]:
+    """A translator of a model directory or of its files in memory, and its weights' bytes."""
+    options = {
+        "device": device,
+        "device_index": device_index,
+        "compute_type": compute_type,
+        "inter_threads": inter_threads,
+        "intra_threads": intra_threads,
+    }
+    if isinstance(model, dict):
+        translator = ctranslate2.Translator(name, files=model, **options)
+        return translator, len(model["model.bin"])
+    return ctranslate2.Translator(str(model), **options), (model / "model.bin").stat().st_size
 
 
 def translate_pieces(

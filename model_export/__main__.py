@@ -210,36 +210,66 @@ def print_summary(
 
 
 def build_engines_main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m model_export build-engines")
+    p = argparse.ArgumentParser(
+        prog="python -m model_export build-engines",
+        description="Ready CTranslate2 engines for chosen routes: as model directories (--out) "
+        "or into a server's engine cache (--cache, LSMT_ENGINE_CACHE_DIR) ahead of time.",
+    )
     p.add_argument("bundle", type=Path)
     p.add_argument("--routes", help="comma-separated SRC-TGT (default: every route)")
-    p.add_argument("--out", required=True, type=Path)
+    p.add_argument("--out", type=Path, help="a directory of engine directories, one per route")
+    p.add_argument("--cache", type=Path, help="an engine cache directory to fill")
+    p.add_argument("--cache-bytes", type=int, default=4 << 30, help="the cache's bound")
     p.add_argument(
         "--quantization", default="int8", help="int8 (default), int8_float16, float16, float32, ..."
     )
     args = p.parse_args(argv)
-
-    from lsmt_bundle.ct2 import save_engine
-
+    if (args.out is None) == (args.cache is None):
+        p.error("give one of --out and --cache")
     try:
         bundle = load_bundle(args.bundle)
         routes = parse_routes(args.routes) or bundle.routes
-        done: dict[str, Path] = {}
-        for src, tgt in routes:
-            key = bundle.engine_key(src, tgt)
-            target = args.out / route_key((src, tgt))
-            if key in done:  # same modules, same engine: link instead of a second copy
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.symlink_to(done[key].name, target_is_directory=True)
-                print(f"{src}-{tgt}: same engine as {done[key].name} (symlink)")
-                continue
-            save_engine(bundle.assemble(src, tgt), target, args.quantization)
-            done[key] = target
-            size = (target / "model.bin").stat().st_size
-            print(f"{src}-{tgt}: {target} ({size / 1e6:.1f} MB, {args.quantization})")
+        if args.cache is not None:
+            fill_engine_cache(bundle, routes, args.cache, args.cache_bytes, args.quantization)
+        else:
+            write_engines(bundle, routes, args.out, args.quantization)
     except BundleError as exc:
         raise SystemExit(f"error: {exc}") from exc
     return 0
+
+
+def write_engines(bundle: Any, routes: list, out: Path, quantization: str) -> None:
+    from lsmt_bundle.ct2 import save_engine
+
+    done: dict[str, Path] = {}
+    for src, tgt in routes:
+        key = bundle.engine_key(src, tgt)
+        target = out / route_key((src, tgt))
+        if key in done:  # same modules, same engine: link instead of a second copy
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.symlink_to(done[key].name, target_is_directory=True)
+            print(f"{src}-{tgt}: same engine as {done[key].name} (symlink)")
+            continue
+        save_engine(bundle.assemble(src, tgt), target, quantization)
+        done[key] = target
+        size = (target / "model.bin").stat().st_size
+        print(f"{src}-{tgt}: {target} ({size / 1e6:.1f} MB, {quantization})")
+
+
+def fill_engine_cache(
+    bundle: Any, routes: list, root: Path, max_bytes: int, quantization: str
+) -> None:
+    """What a server with ``LSMT_ENGINE_CACHE_DIR=root`` and this compute type would build
+    on each route's first request, built now."""
+    from lsmt_bundle.engine_cache import EngineCache, cached_engine_files, engine_key
+
+    cache = EngineCache(root, max_bytes)
+    for src, tgt in routes:
+        if engine_key(bundle, src, tgt, quantization) is None:
+            raise SystemExit("error: the bundle records no file digests: it cannot be cached")
+        hit, _ = cached_engine_files(cache, bundle, src, tgt, quantization)
+        print(f"{src}-{tgt}: {'already cached' if hit else 'built'} in {root}")
+    print(f"engine cache {root}: {cache.size() / 1e6:.1f} MB (bound {max_bytes / 1e6:.0f} MB)")
 
 
 def _portable(path: Path) -> str:

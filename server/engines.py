@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
 from lsmt_core.routes import Route, route_key
@@ -45,18 +47,37 @@ Loader = Callable[[Any, str, str, Settings], tuple[Any, int]]
 
 
 def default_loader(bundle: Any, src: str, tgt: str, settings: Settings) -> tuple[Any, int]:
-    """Assemble the route's dense weights (numpy) and build a CTranslate2 translator."""
-    from lsmt_bundle.ct2 import load_translator
+    """The route's CTranslate2 translator: from the engine cache when it holds it, else
+    assembled (numpy), built, and stored in the cache for the next cold start."""
+    from lsmt_bundle.ct2 import open_translator, saved_quantization
+    from lsmt_bundle.engine_cache import cached_engine_files
 
-    dense = bundle.assemble(src, tgt)
-    return load_translator(
-        dense,
+    quantization = saved_quantization(settings.resolved_compute_type)
+    hit, files = cached_engine_files(engine_cache(settings), bundle, src, tgt, quantization)
+    model = hit if hit is not None else files
+    assert model is not None
+    return open_translator(
+        model,
         device=settings.resolved_device,
         device_index=settings.device_index,
         compute_type=settings.resolved_compute_type,
         inter_threads=settings.resolved_inter_threads,
         intra_threads=settings.resolved_intra_threads,
     )
+
+
+@functools.cache
+def _engine_cache(root: Path, max_bytes: int) -> Any:
+    from lsmt_bundle.engine_cache import EngineCache
+
+    return EngineCache(root, max_bytes)
+
+
+def engine_cache(settings: Settings) -> Any:
+    """The engine cache of ``settings`` (one per directory and bound), or None."""
+    if settings.engine_cache_dir is None:
+        return None
+    return _engine_cache(settings.engine_cache_dir, settings.engine_cache_bytes)
 
 
 class State(StrEnum):

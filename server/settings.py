@@ -69,6 +69,12 @@ class Settings(BaseSettings):
     host_budget_bytes: int = Field(
         4 * GiB, ge=0, description="CUDA only: bytes of engines parked in host memory."
     )
+    engine_cache_dir: Path | None = Field(
+        None,
+        description="Directory of built engines kept across cold starts and processes "
+        "(lsmt_bundle.engine_cache); unset: every cold start assembles.",
+    )
+    engine_cache_bytes: int = Field(4 * GiB, ge=0, description="Bound of the engine cache.")
     load_workers: int = Field(2, ge=1, description="Threads assembling/loading engines.")
     load_retry_initial_s: float = Field(
         5.0, ge=0, description="First retry delay after a failed engine load (doubles)."

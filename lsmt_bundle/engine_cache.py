@@ -1,0 +1,160 @@
+"""Built engines kept on disk, so that a route's next cold start loads instead of assembling.
+
+An entry is a CTranslate2 model directory named by the digest of everything it is built
+from: the route, the SHA-256 the manifest records for each module the route reads and for the
+tokenizer, the manifest's architecture, fusions and tag scheme, the quantization, the
+CTranslate2 version and the source of this package (assembly code that changes cannot serve
+engines built by the old one). A module changed on disk has another digest, so an engine
+built from the old one is never served. Bundles without recorded digests are not cached.
+
+Entries are written into a temporary directory beside them and renamed into place, so a
+reader (this process or another one on the host sharing the directory) sees a whole entry or
+none. Each entry lists its files with their sizes and SHA-256 (``contents.json``), checked on
+every hit: a corrupt or half-copied entry is removed and built again. The cache is bounded in
+bytes: after a write, the least recently used entries go (a hit marks its entry used).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from functools import cache
+from pathlib import Path
+
+from .bundle import Bundle
+
+CONTENTS = "contents.json"
+
+
+@cache
+def _code_digest() -> str:
+    """The digest of this package's source: assembly, fusions and engine building."""
+    h = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.rglob("*.py")):
+        h.update(path.relative_to(Path(__file__).parent).as_posix().encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def engine_key(bundle: Bundle, src: str, tgt: str, quantization: str | None) -> str | None:
+    """The cache key of the route's engine; None when the bundle records no digests."""
+    import ctranslate2
+
+    manifest = bundle.manifest
+    files = [manifest.tokenizer.path] + [
+        f"modules/{name}.safetensors" for name in bundle.modules_for(src, tgt)
+    ]
+    digests = [manifest.files.get(rel) for rel in files]
+    if any(d is None for d in digests):
+        return None
+    parts = {
+        "route": [src, tgt],
+        "files": {rel: d.sha256 for rel, d in zip(files, digests, strict=True) if d},
+        "layout": manifest.model_dump(
+            mode="json", include={"architecture", "fusions", "tag_scheme", "store_dtype"}
+        ),
+        "quantization": quantization,
+        "ctranslate2": ctranslate2.__version__,
+        "code": _code_digest(),
+    }
+    blob = json.dumps(parts, sort_keys=True).encode()
+    return f"{bundle.name}-{src}-{tgt}-{hashlib.sha256(blob).hexdigest()[:32]}"
+
+
+class EngineCache:
+    def __init__(self, root: str | Path, max_bytes: int) -> None:
+        self.root = Path(root)
+        self.max_bytes = max_bytes
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def get(self, key: str) -> Path | None:
+        """The entry's directory, checked; None (the entry removed) when absent or damaged."""
+        entry = self.root / key
+        if not entry.is_dir():
+            return None
+        if not self._intact(entry):
+            shutil.rmtree(entry, ignore_errors=True)
+            return None
+        os.utime(entry)  # used: the last to be evicted
+        return entry
+
+    def put(self, key: str, files: dict[str, bytes]) -> Path:
+        """Store an engine's files under ``key`` (atomically), then keep within the bound."""
+        entry = self.root / key
+        tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=self.root))
+        try:
+            for name, data in files.items():
+                (tmp / name).write_bytes(data)
+            contents = {
+                name: {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+                for name, data in files.items()
+            }
+            (tmp / CONTENTS).write_text(json.dumps(contents, indent=1))
+            try:
+                os.rename(tmp, entry)
+            except OSError:  # another process stored it first (or a damaged one is there)
+                if self.get(key) is None:
+                    shutil.rmtree(entry, ignore_errors=True)
+                    os.rename(tmp, entry)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        self.evict(keep=key)
+        return entry
+
+    def size(self) -> int:
+        return sum(_entry_bytes(e) for e in self._entries())
+
+    def evict(self, keep: str | None = None) -> list[str]:
+        """Remove the least recently used entries until the cache fits its bound (never
+        ``keep``, the one just stored); the keys removed."""
+        entries = sorted(self._entries(), key=lambda e: e.stat().st_mtime)
+        total = sum(_entry_bytes(e) for e in entries)
+        removed = []
+        for entry in entries:
+            if total <= self.max_bytes:
+                break
+            if entry.name == keep:
+                continue
+            total -= _entry_bytes(entry)
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(entry.name)
+        return removed
+
+    def _entries(self) -> list[Path]:
+        return [p for p in self.root.iterdir() if p.is_dir() and not p.name.startswith(".")]
+
+    @staticmethod
+    def _intact(entry: Path) -> bool:
+        try:
+            contents = json.loads((entry / CONTENTS).read_text())
+            for name, want in contents.items():
+                data = (entry / name).read_bytes()
+                if len(data) != want["bytes"] or hashlib.sha256(data).hexdigest() != want["sha256"]:
+                    return False
+        except (OSError, ValueError, KeyError, TypeError):
+            return False
+        return bool(contents)
+
+
+def _entry_bytes(entry: Path) -> int:
+    return sum(p.stat().st_size for p in entry.iterdir() if p.is_file())
+
+
+def cached_engine_files(
+    cache_: EngineCache | None, bundle: Bundle, src: str, tgt: str, quantization: str | None
+) -> tuple[Path | None, dict[str, bytes] | None]:
+    """(the cached entry, None) on a hit; (None, the files built and stored) on a miss."""
+    from .ct2 import engine_files
+
+    key = None if cache_ is None else engine_key(bundle, src, tgt, quantization)
+    if cache_ is not None and key is not None:
+        hit = cache_.get(key)
+        if hit is not None:
+            return hit, None
+    files = engine_files(bundle.assemble(src, tgt), quantization)
+    if cache_ is not None and key is not None:
+        cache_.put(key, files)
+    return None, files

@@ -1,0 +1,126 @@
+"""The engine cache (lsmt_bundle.engine_cache): a hit loads the engine the miss built, a module
+changed on disk is never served from a stale entry, a corrupt or half-written entry is removed
+and rebuilt, the cache keeps to its byte bound (least recently used first), and the server's
+loader builds once for every process sharing the directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from safetensors.numpy import load_file, save_file
+
+from lsmt_bundle import load_bundle
+from lsmt_bundle.ct2 import open_translator
+from lsmt_bundle.engine_cache import CONTENTS, EngineCache, cached_engine_files, engine_key
+from lsmt_bundle.store import digest
+
+pytestmark = pytest.mark.integration
+
+ROUTE = ("en", "fr")
+SOURCES = [["▁b", "▁c", "▁d"], ["▁e", "▁f"]]
+
+
+@pytest.fixture
+def bundle_dir(added_language, tmp_path) -> Path:
+    """A private copy of a tiny int8 LSL bundle (en, fr) with recorded digests."""
+    dst = tmp_path / "bundle"
+    shutil.copytree(added_language[2], dst)
+    return dst
+
+
+def translate(model) -> list:
+    translator, _ = open_translator(model, compute_type="int8")
+    bundle_tag = ["<2fr>"]
+    results = translator.translate_batch([bundle_tag + s for s in SOURCES], beam_size=2,
+                                         max_decoding_length=10, return_scores=True)  # fmt: skip
+    return [(r.hypotheses[0], round(r.scores[0], 4)) for r in results]
+
+
+def test_a_hit_loads_what_the_miss_built(bundle_dir, tmp_path):
+    bundle = load_bundle(bundle_dir)
+    cache = EngineCache(tmp_path / "cache", 1 << 30)
+    hit, files = cached_engine_files(cache, bundle, *ROUTE, "int8")
+    assert hit is None and files is not None and cache.size() > 0
+    hit, files_again = cached_engine_files(cache, bundle, *ROUTE, "int8")
+    assert hit is not None and files_again is None
+    assert translate(hit) == translate(files)
+    other = engine_key(bundle, "fr", "en", "int8")
+    assert other != engine_key(bundle, *ROUTE, "int8") != engine_key(bundle, *ROUTE, "float32")
+
+
+def test_a_module_changed_on_disk_is_never_served_stale(bundle_dir, tmp_path):
+    cache = EngineCache(tmp_path / "cache", 1 << 30)
+    cached_engine_files(cache, load_bundle(bundle_dir), *ROUTE, "int8")
+    rel = "modules/shared.safetensors"
+    weights = load_file(bundle_dir / rel)
+    name = next(k for k, v in weights.items() if v.dtype == np.int8 and v.ndim == 2)
+    weights[name] = (-weights[name]).astype(np.int8)  # a new export of other weights
+    save_file(weights, str(bundle_dir / rel))
+    manifest = json.loads((bundle_dir / "manifest.json").read_text())
+    manifest["files"][rel] = digest((bundle_dir / rel).read_bytes()).model_dump()
+    (bundle_dir / "manifest.json").write_text(json.dumps(manifest))
+    changed = load_bundle(bundle_dir)
+    hit, files = cached_engine_files(cache, changed, *ROUTE, "int8")
+    assert hit is None and files is not None  # built again from the new module
+    assert len([p for p in cache.root.iterdir() if not p.name.startswith(".")]) == 2
+
+
+def test_corrupt_or_half_written_entries_are_rebuilt(bundle_dir, tmp_path):
+    bundle = load_bundle(bundle_dir)
+    cache = EngineCache(tmp_path / "cache", 1 << 30)
+    cached_engine_files(cache, bundle, *ROUTE, "int8")
+    entry = cache.root / engine_key(bundle, *ROUTE, "int8")
+    model = entry / "model.bin"
+    data = bytearray(model.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # same size, other bytes
+    model.write_bytes(bytes(data))
+    assert cache.get(entry.name) is None and not entry.exists()
+    hit, files = cached_engine_files(cache, bundle, *ROUTE, "int8")
+    assert hit is None and files is not None and cache.get(entry.name) is not None
+    (entry / CONTENTS).unlink()  # as if copied in part
+    assert cache.get(entry.name) is None
+    assert cached_engine_files(cache, bundle, *ROUTE, "int8")[1] is not None
+
+
+def test_the_cache_keeps_to_its_bound_least_recently_used_first(bundle_dir, tmp_path):
+    bundle = load_bundle(bundle_dir)
+    probe = EngineCache(tmp_path / "probe", 1 << 30)
+    cached_engine_files(probe, bundle, *ROUTE, "int8")
+    one = probe.size()
+    cache = EngineCache(tmp_path / "cache", int(2.5 * one))
+    keys = [engine_key(bundle, *r, "int8") for r in (("en", "fr"), ("fr", "en"))]
+    for route in (("en", "fr"), ("fr", "en")):
+        cached_engine_files(cache, bundle, *route, "int8")
+    old = cache.root / keys[0]
+    os.utime(old, (1, 1))  # long unused ...
+    assert cache.get(keys[0]) is not None  # ... until this hit
+    cached_engine_files(cache, bundle, "en", "fr", "int8_float32")  # a third entry
+    assert cache.size() <= cache.max_bytes
+    left = {p.name for p in cache.root.iterdir()}
+    assert keys[0] in left and keys[1] not in left
+
+
+def test_the_server_loader_builds_once_for_every_process(bundle_dir, tmp_path, monkeypatch):
+    from server import engines
+    from server.settings import Settings
+
+    settings = Settings(device="cpu", engine_cache_dir=tmp_path / "cache")
+    bundle = load_bundle(bundle_dir)
+    translator, nbytes = engines.default_loader(bundle, *ROUTE, settings)
+    engines._engine_cache.cache_clear()  # as a second process would start
+
+    def no_assembly(*args):
+        raise AssertionError("assembled although the engine was cached")
+
+    monkeypatch.setattr(bundle, "assemble", no_assembly)
+    again, again_bytes = engines.default_loader(bundle, *ROUTE, settings)
+    assert again_bytes == nbytes
+    sources = [["<2fr>", *s] for s in SOURCES]
+    first = translator.translate_batch(sources, beam_size=1, max_decoding_length=10)
+    second = again.translate_batch(sources, beam_size=1, max_decoding_length=10)
+    assert [r.hypotheses for r in first] == [r.hypotheses for r in second]
