@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Annotated
 from fastapi import Depends, Request
 
 from .errors import ApiError
-from .keys import Limits
+from .keys import Limits, anonymous_limits
 
 if TYPE_CHECKING:
     from .state import AppState
@@ -84,7 +84,7 @@ def identify(request: Request, given: str | None) -> Caller:
     if not anonymous_allowed(st):
         check_key(["-"], None)  # 401 missing_api_key
     address = request.client.host if request.client else "unknown"
-    return Caller(f"addr:{address}", anonymous_limits(st))
+    return Caller(f"addr:{address}", anonymous_limits(settings))
 
 
 def anonymous_allowed(st: AppState) -> bool:
@@ -92,16 +92,6 @@ def anonymous_allowed(st: AppState) -> bool:
     if settings.anonymous_access is not None:
         return settings.anonymous_access
     return not settings.api_keys and settings.keys_db is None
-
-
-def anonymous_limits(st: AppState) -> Limits:
-    s = st.settings
-    return Limits(
-        s.anonymous_requests_per_minute,
-        s.anonymous_chars_per_minute,
-        s.anonymous_chars_per_day,
-        s.anonymous_max_request_chars,
-    )
 
 
 def require_caller(request: Request) -> Caller:

@@ -26,7 +26,10 @@ import threading
 import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .settings import Settings
 
 WINDOWS = {"minute": 60, "day": 86400}
 
@@ -87,6 +90,16 @@ class LimitExceeded:
 
     def retry_after_s(self, now: float | None = None) -> int:
         return max(1, math.ceil(self.reset_at - (time.time() if now is None else now)))
+
+
+def anonymous_limits(settings: Settings) -> Limits:
+    """The limits of requests without a key (per client address)."""
+    return Limits(
+        settings.anonymous_requests_per_minute,
+        settings.anonymous_chars_per_minute,
+        settings.anonymous_chars_per_day,
+        settings.anonymous_max_request_chars,
+    )
 
 
 def key_digest(key: str) -> str:

@@ -17,7 +17,7 @@ from lsmt_core.routes import Route, route_key
 from .bundles import ServedBundle, open_bundle_dirs
 from .engines import EngineRegistry
 from .failures import ServiceError
-from .keys import KeyStore
+from .keys import KeyStore, anonymous_limits
 from .metrics import Metrics
 from .service import TranslationService
 from .settings import Settings
@@ -123,9 +123,7 @@ async def warm_up(st: AppState) -> None:
 def open_key_store(st: AppState) -> None:
     """The keys database when configured; an in-memory one when only anonymous limits are
     (their counters then last as long as the process)."""
-    from .auth import anonymous_limits
-
     if st.settings.keys_db is not None:
         st.keys = KeyStore(st.settings.keys_db)
-    elif anonymous_limits(st).any():
+    elif anonymous_limits(st.settings).any():
         st.keys = KeyStore(":memory:")
