@@ -37,6 +37,7 @@ import os
 import platform
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -540,20 +541,28 @@ class EagerServer:
     routes: int
 
 
-def _lazy_env(args, warmup: str) -> dict[str, str]:
+def _lazy_env(args, warmup: str, engine_cache: Path | None = None) -> dict[str, str]:
     big = str(64 * GiB)  # no eviction: every engine stays
-    return {
+    env = {
         "LSMT_DEVICE": args.device,
         "LSMT_WARMUP_ROUTES": warmup,
         "LSMT_DEVICE_BUDGET_BYTES": big,
     }
+    if engine_cache is not None:
+        env["LSMT_ENGINE_CACHE_DIR"] = str(engine_cache)
+    return env
 
 
 def measure_lazy(
-    bundle_dir: Path, args, src: str, targets: list[str], texts: list[str]
+    bundle_dir: Path,
+    args,
+    src: str,
+    targets: list[str],
+    texts: list[str],
+    engine_cache: Path | None = None,
 ) -> LazyServer:
     """Start-up, memory and per-route cold and warm latency of a server that loads routes on
-    first use."""
+    first use (from ``engine_cache`` when it holds their engines, else filling it)."""
 
     def body(i: int, tgt: str) -> dict:
         text = texts[i % len(texts)]
@@ -562,7 +571,7 @@ def measure_lazy(
     rows = []
     t0 = time.perf_counter()
     with (
-        ServerProcess([bundle_dir], _lazy_env(args, "[]")) as server,
+        ServerProcess([bundle_dir], _lazy_env(args, "[]", engine_cache)) as server,
         httpx.Client(base_url=server.url, timeout=300) as client,
     ):
         start_s = time.perf_counter() - t0
@@ -591,6 +600,30 @@ def measure_eager(bundle_dir: Path, args) -> EagerServer:
         engines_loaded=sum(1 for e in info["engines"] if e["state"] == "loaded"),
         routes=len(info["bundles"][0]["routes"]),
     )
+
+
+def cache_rows(lazy: LazyServer, miss: LazyServer, hit: LazyServer, src: str) -> list[dict]:
+    """Cold first requests with the engine cache (a miss fills it, a hit loads from it) next
+    to those without it."""
+    no_cache = statistics.median(r["cold_s"] for r in lazy.rows)
+    rows = []
+    for name, run in (("engine-cache hit", hit), ("engine-cache miss", miss)):
+        cold = statistics.median(r["cold_s"] for r in run.rows)
+        rows.append(
+            {
+                "item": "6",
+                "comparison": f"cold route on an {name} / without the cache, first request",
+                "setting": f"{len(run.rows)} routes from {src}, greedy",
+                "candidate": name,
+                "baseline": "no cache",
+                "unit": "ms",
+                "candidate_value": cold * 1000,
+                "baseline_value": no_cache * 1000,
+                "ratio": cold / no_cache,
+                "note": "load + translate" if "hit" in name else "assemble + store + load",
+            }
+        )
+    return rows
 
 
 def lazy_table(lazy: LazyServer, eager: EagerServer, src: str) -> list[dict]:
@@ -645,6 +678,10 @@ def bench_lazy(models, mode: Mode, args, log) -> dict:
     texts = [t for t in models.sentences[src] if len(t) <= 200]
     log("lazy: server with nothing loaded", flush=True)
     lazy = measure_lazy(bundle_dir, args, src, targets, texts)
+    with tempfile.TemporaryDirectory(prefix="lsmt-engine-cache-") as cache:
+        log("lazy: the same with an empty engine cache, then with the filled one", flush=True)
+        miss = measure_lazy(bundle_dir, args, src, targets, texts, Path(cache))
+        hit = measure_lazy(bundle_dir, args, src, targets, texts, Path(cache))
     log("lazy: server loading every route at start", flush=True)
     eager = measure_eager(bundle_dir, args)
     return {
@@ -656,8 +693,9 @@ def bench_lazy(models, mode: Mode, args, log) -> dict:
         "engine_bytes": {"one_route": lazy.engine_bytes_one, "all_routes": eager.engine_bytes},
         "engines_loaded_eager": eager.engines_loaded,
         "routes": eager.routes,
-        "table": lazy_table(lazy, eager, src),
+        "table": lazy_table(lazy, eager, src) + cache_rows(lazy, miss, hit, src),
         "rows": lazy.rows,
+        "cache_rows": {"miss": miss.rows, "hit": hit.rows},
     }
 
 
