@@ -48,17 +48,21 @@ def key_from_request(request: Request) -> str | None:
     return bearer or request.headers.get("x-api-key") or request.query_params.get("api_key") or None
 
 
+def missing_key() -> ApiError:
+    return ApiError(
+        401,
+        "missing_api_key",
+        "An API key is required: send 'Authorization: Bearer <key>', 'X-API-Key: <key>' "
+        "or the api_key field.",
+        headers={"WWW-Authenticate": "Bearer"},
+    )
+
+
 def check_key(keys: list[str], given: str | None) -> None:
     if not keys:
         return
     if not given:
-        raise ApiError(
-            401,
-            "missing_api_key",
-            "An API key is required: send 'Authorization: Bearer <key>', 'X-API-Key: <key>' "
-            "or the api_key field.",
-            headers={"WWW-Authenticate": "Bearer"},
-        )
+        raise missing_key()
     given_b = given.encode()
     ok = False
     for k in keys:  # compare against every key; no early exit
@@ -73,7 +77,7 @@ def identify(request: Request, given: str | None) -> Caller:
     settings = st.settings
     if given:
         if st.keys is not None and settings.keys_db is not None:
-            record = st.keys.find(given)  # a primary-key lookup: microseconds
+            record = st.keys.find(given)  # a read of the index: never waits for a writer
             if record is not None:
                 if record.revoked:
                     raise ApiError(403, "revoked_api_key", "This API key has been revoked.")
@@ -82,7 +86,7 @@ def identify(request: Request, given: str | None) -> Caller:
             check_key(settings.api_keys, given)  # 403 unless one of the configured keys
             return Caller("key:" + hashlib.sha256(given.encode()).hexdigest()[:16], Limits())
     if not anonymous_allowed(st):
-        check_key(["-"], None)  # 401 missing_api_key
+        raise missing_key()
     address = request.client.host if request.client else "unknown"
     return Caller(f"addr:{address}", anonymous_limits(settings))
 

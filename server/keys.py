@@ -119,9 +119,21 @@ class KeyStore:
         self._db.execute("PRAGMA busy_timeout = 10000")  # other processes' transactions
         self._lock = threading.Lock()
         with self._lock:
+            if self.path != ":memory:":
+                # readers never wait for a writer (the key lookup runs on the event loop)
+                self._db.execute("PRAGMA journal_mode = WAL")
             self._db.executescript(SCHEMA)
+        # Key lookups read through their own connection, outside the writers' transactions
+        # (an in-memory database exists in one connection only).
+        self._reader = self._db
+        self._read_lock = self._lock
+        if self.path != ":memory:":
+            self._reader = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            self._read_lock = threading.Lock()
 
     def close(self) -> None:
+        if self._reader is not self._db:
+            self._reader.close()
         self._db.close()
 
     def _transaction(self) -> _Transaction:
@@ -143,8 +155,8 @@ class KeyStore:
         return key
 
     def find(self, key: str) -> KeyRecord | None:
-        with self._transaction() as db:
-            row = db.execute(
+        with self._read_lock:
+            row = self._reader.execute(
                 f"SELECT id, name, revoked, {', '.join(LIMIT_NAMES)} FROM api_keys "
                 "WHERE key_sha256 = ?",
                 (key_digest(key),),

@@ -277,7 +277,7 @@ class TranslationService:
     ) -> list[TextResult]:
         """Validate, prepare every text (detect, split, tokenize), decode every sentence in
         one job per engine, and join the translated sentences back into texts. ``client``
-        (``server.auth.client_identity``) is who the batchers share the engines fairly
+        (``server.auth.Caller.subject``) is who the batchers share the engines fairly
         between."""
         self.validate_texts(texts, limit_count=limit_count)
         self.validate_languages(source, target, model)
