@@ -172,3 +172,22 @@ def test_fair_share_benchmark_quick(tmp_path):
     with open(out / "fair_share.csv") as f:
         assert len(list(csv.DictReader(f))) == 2
     _png(out / "fair_share.png")
+
+
+def test_cold_path_profile_quick(quick_models, tmp_path):
+    from loadtests import profile_cold
+
+    cache, _ = quick_models
+    out = tmp_path / "profile"
+    result = profile_cold.main(["--quick", "--bench-cache", str(cache), "--out", str(out)])
+    stages = [r["stage"] for r in result["rows"]]
+    assert stages[:5] == [
+        "read modules",
+        "assemble",
+        "build engine (spec, int8, save)",
+        "load translator",
+        "first translation",
+    ]
+    assert "cache hit: load translator" in stages
+    assert all(r["median_ms"] > 0 for r in result["rows"])
+    assert json.loads((out / "profile_cold.json").read_text())["miss_ms"] > 0
