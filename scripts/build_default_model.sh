@@ -12,9 +12,27 @@
 # stopped:
 #   TIME_LIMIT=30 make default-model     # train at most 30 minutes per stage and call, then stop
 #   DENSE_STEPS=20 LSL_STEPS=20 MIXED_STEPS=20 ...   # a quick smoke run of the whole pipeline
+#
+# Where the corpora and runs live: data/ and runs/ of the checkout. A checkout that is
+# replaced between calls (a fresh clone per session or per CI job) would lose the run it is
+# resuming: STATE=/a/lasting/dir makes data/ and runs/ links into it, so the next call, from
+# whichever checkout, resumes where this one stopped:
+#   STATE=~/lsmt-state TIME_LIMIT=90 make default-model
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
+if [ -n "${STATE:-}" ]; then
+    for d in data runs; do
+        mkdir -p "$STATE/$d"
+        if [ -L "$d" ] || [ ! -e "$d" ]; then
+            ln -sfn "$STATE/$d" "$d"
+        else
+            echo "$d/ exists in the checkout: move it to $STATE/$d (or leave STATE unset)" >&2
+            exit 1
+        fi
+    done
+    echo "default model: data/ and runs/ are in $STATE"
+fi
 # Public-domain editions only (a shipped model is derived from its training text): Spanish
 # Reina-Valera 1909, French Louis Segond 1910 and Italian Diodati 1649 instead of the table's
 # modern primaries; see `python -m training.data editions`.
