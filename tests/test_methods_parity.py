@@ -35,6 +35,10 @@ VARIANTS = {
     ),
 }
 ROUTES = [("de", "en"), ("en", "fr")]
+# Updates per variant. The post-norm LAA model (its LAA and LEE start at zero: a post-norm base
+# model) trains slowly at the tiny models' learning rate; at 400 updates it still emitted a
+# handful of pieces on some machines (the parity check then refuses to judge it).
+STEPS = {name: 700 if name == "laa-dec-self-lee-45-postnorm" else 400 for name in VARIANTS}
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +46,7 @@ def train_variant(tmp_path_factory):
     def paths(name: str) -> tuple[str, ...]:  # Fuse Distillation: both export paths
         return ("ls", "shared") if VARIANTS[name].get("lms", {}).get("fuse_distill") else ("ls",)
 
-    return variant_trainer(tmp_path_factory, VARIANTS, steps=lambda _: 400, lms_paths=paths)
+    return variant_trainer(tmp_path_factory, VARIANTS, steps=STEPS.get, lms_paths=paths)
 
 
 @pytest.fixture(scope="module", params=sorted(VARIANTS))
