@@ -8,8 +8,9 @@ nothing polls the disk while serving.
 
 A bundle is re-opened from its directory and checked whole: the manifest (written last,
 atomically, by the exporter), the tokenizer, every file's size, and the contents of every file
-the served version did not have or had with another digest. Anything wrong and the bundle is
-refused: the server keeps serving the version it had. An accepted bundle replaces the served
+the served version did not have. Anything wrong, or a file the served version has that changed
+(its engines may be loaded: that takes a restart), and the bundle is refused: the server keeps
+serving the version it had. An accepted bundle replaces the served
 one in place; requests in flight finish on the bundle and engines they started with, the
 engines of unchanged modules stay loaded (their keys are the same), and new routes load
 lazily like any other.
@@ -90,6 +91,13 @@ def _checked_bundle(served: ServedBundle) -> ServedBundle | None:
         return None
     if fresh.name != served.name:
         raise BundleError(f"the directory now holds bundle {fresh.name!r}, not {served.name!r}")
+    for rel, file_digest in old.files.items():
+        if new.files.get(rel) != file_digest:
+            # its engines may be loaded: serving a rewritten module takes a restart
+            raise BundleError(
+                f"{rel} changed since it was loaded: a reload adds languages and routes; "
+                "restart the server to serve rewritten modules"
+            )
     problems = fresh.bundle.check_sizes()
     if problems:
         raise BundleError(f"incomplete: {problems}")

@@ -69,6 +69,15 @@ def test_an_incomplete_bundle_is_refused_and_the_served_one_stays(served):
         assert outcome["status"] == "refused" and "tgt/de" in outcome["reason"]
         assert [lang["code"] for lang in c.get("/v1/languages").json()["languages"]] == ["en", "fr"]
         assert _translate(c, "en", "fr") == en_fr
+        # a served module rewritten (a new export in place) takes a restart: refused
+        manifest = json.loads((bundle / "manifest.json").read_text())
+        shared = dict(manifest["files"]["modules/shared.safetensors"])
+        manifest["files"]["modules/shared.safetensors"] = {**shared, "sha256": "0" * 64}
+        (bundle / "manifest.json").write_text(json.dumps(manifest))
+        r = c.post("/v1/admin/reload", headers=ADMIN)
+        assert r.status_code == 409 and "restart" in r.json()["bundles"][0]["reason"]
+        manifest["files"]["modules/shared.safetensors"] = shared
+        (bundle / "manifest.json").write_text(json.dumps(manifest))
         # a module rewritten with other bytes is refused too (its digest is checked)
         manifest = json.loads((bundle / "manifest.json").read_text())
         shutil.copyfile(bundle / "modules" / "src" / "de.safetensors",
