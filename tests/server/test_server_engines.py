@@ -190,6 +190,30 @@ def test_single_flight_loading(make_server, slow):
     assert len(calls) == 2
 
 
+def test_loads_of_different_keys_overlap(make_server):
+    """Two cold keys asked for at once load side by side (``load_workers``), not one after
+    the other: each load has started before the other one ended."""
+    from server.engines import default_loader
+
+    spans: dict[str, tuple[float, float]] = {}
+
+    def timed_loader(bundle, src, tgt, settings):
+        start = time.perf_counter()
+        time.sleep(0.4)
+        loaded = default_loader(bundle, src, tgt, settings)
+        spans[tgt] = (start, time.perf_counter())
+        return loaded
+
+    srv = make_server(loader=timed_loader, load_workers=2)
+    bodies = [
+        {"text": EN, "source": "en", "target": "de", "beam_size": 1},
+        {"text": EN, "source": "en", "target": "fr", "beam_size": 1},
+    ]
+    assert [r[0] for r in fire(srv.url, bodies)] == [200, 200]
+    (a_start, a_end), (b_start, b_end) = spans["de"], spans["fr"]
+    assert a_start < b_end and b_start < a_end, spans
+
+
 def test_concurrent_requests_share_batches(make_server, slow):
     srv = make_server(loader=slow(0.05), batch_wait_ms=20, inter_threads=1)
     body = {"text": EN, "source": "en", "target": "de", "beam_size": 1}
