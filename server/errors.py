@@ -28,7 +28,7 @@ from . import failures
 
 log = logging.getLogger("server")
 
-LIBRETRANSLATE_PATHS = ("/translate", "/languages", "/detect")
+LIBRETRANSLATE_PATHS = ("/translate", "/languages", "/detect", "/suggest", "/frontend/settings")
 
 
 class ApiError(Exception):

@@ -243,6 +243,29 @@ class LTLanguage(BaseModel):
     targets: list[str]
 
 
+class LTNamedLanguage(BaseModel):
+    code: str
+    name: str
+
+
+class LTFrontendLanguages(BaseModel):
+    source: LTNamedLanguage
+    target: LTNamedLanguage
+
+
+class LTFrontendSettings(BaseModel):
+    """What LibreTranslate's web front end reads before it starts (its field names)."""
+
+    charLimit: int = Field(description="Characters per text; -1: no limit.")
+    frontendTimeout: int = Field(description="Milliseconds the page waits after typing.")
+    apiKeys: bool = Field(description="Whether API keys are in use.")
+    keyRequired: bool = Field(description="Whether a request needs a key.")
+    suggestions: bool = Field(description="Whether /suggest takes suggestions (never here).")
+    filesTranslation: bool = Field(description="Whether /translate_file exists (not here).")
+    supportedFilesFormat: list[str]
+    language: LTFrontendLanguages
+
+
 class LTErrorResponse(BaseModel):
     error: str = Field(description="What was wrong and what is allowed.")
     details: ErrorBody

@@ -23,7 +23,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
 
-from ..auth import Caller, admit, identify, key_from_request
+from ..auth import Caller, admit, anonymous_allowed, identify, key_from_request
 from ..bundles import language_name
 from ..dependencies import ServiceDep, StateDep
 from ..errors import ApiError, bad_request
@@ -32,7 +32,11 @@ from ..schemas import (
     LT_TRANSLATE_ERRORS,
     LTDetected,
     LTDetectRequest,
+    LTErrorResponse,
+    LTFrontendLanguages,
+    LTFrontendSettings,
     LTLanguage,
+    LTNamedLanguage,
     LTTranslateRequest,
     LTTranslateResponse,
 )
@@ -287,3 +291,40 @@ async def lt_detect(authenticated: Fields, svc: ServiceDep) -> JSONResponse:
     return JSONResponse(
         [{"confidence": round(100 * c, 2), "language": lang} for lang, c in svc.detect_any(req.q)]
     )
+
+
+# Front-end settings: what LibreTranslate's web page reads at start. Suggestions and files are
+# not taken here: the page then hides those controls.
+FRONTEND_TIMEOUT_MS = 500  # LibreTranslate's default: the page translates 0.5 s after typing
+
+
+@router.get(
+    "/frontend/settings",
+    summary="Front-end settings (LibreTranslate compatible)",
+    response_model=LTFrontendSettings,
+)
+async def lt_frontend_settings(st: StateDep, svc: ServiceDep) -> LTFrontendSettings:
+    settings = st.settings
+    target = "en" if "en" in svc.languages else (svc.languages or ["en"])[0]
+    return LTFrontendSettings(
+        charLimit=settings.max_chars_per_text,
+        frontendTimeout=FRONTEND_TIMEOUT_MS,
+        apiKeys=bool(settings.api_keys) or settings.keys_db is not None,
+        keyRequired=not anonymous_allowed(st),
+        suggestions=False,
+        filesTranslation=False,
+        supportedFilesFormat=[],
+        language=LTFrontendLanguages(
+            source=LTNamedLanguage(code="auto", name="Auto Detect"),
+            target=LTNamedLanguage(code=target, name=language_name(target)),
+        ),
+    )
+
+
+@router.post(
+    "/suggest",
+    summary="Suggest a translation (LibreTranslate compatible; suggestions are not taken)",
+    responses={403: {"model": LTErrorResponse, "description": "Suggestions are disabled."}},
+)
+async def lt_suggest() -> None:
+    raise ApiError(403, "suggestions_disabled", "Suggestions are disabled on this server.")

@@ -340,3 +340,20 @@ def test_html_whitespace_entity_is_kept_not_refused(srv):
     assert r.status_code == 200, r.text
     out = r.json()["translatedText"]
     assert out.startswith("<p>&nbsp;</p><p>") and "Follow me." not in out
+
+
+def test_libretranslate_front_end_settings_and_suggestions(srv, keyed):
+    """What LibreTranslate's web page reads first, in its field names; suggestions are not
+    taken (its page then hides the control) and say so in its error shape."""
+    settings = httpx.get(f"{srv.url}/frontend/settings", timeout=10).json()
+    assert settings["charLimit"] == srv.state.settings.max_chars_per_text
+    assert settings["keyRequired"] is False and settings["apiKeys"] is False
+    assert settings["suggestions"] is False and settings["supportedFilesFormat"] == []
+    assert settings["language"]["source"] == {"code": "auto", "name": "Auto Detect"}
+    assert settings["language"]["target"]["code"] in srv.state.service.languages
+    keyed_settings = httpx.get(f"{keyed.url}/frontend/settings", timeout=10).json()
+    assert keyed_settings["keyRequired"] is True and keyed_settings["apiKeys"] is True
+    r = httpx.post(f"{srv.url}/suggest", data={"q": "Hi", "s": "Hallo", "source": "en",
+                                               "target": "de"}, timeout=10)  # fmt: skip
+    assert r.status_code == 403
+    assert r.json()["error"] == "Suggestions are disabled on this server."

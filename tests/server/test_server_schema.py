@@ -45,6 +45,8 @@ OPERATIONS = [
     ("POST", "/languages"),
     ("POST", "/detect"),
     ("POST", "/v1/admin/reload"),
+    ("GET", "/frontend/settings"),
+    ("POST", "/suggest"),
 ]
 
 
