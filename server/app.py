@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import shutil
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -24,7 +25,7 @@ from .errors import install_error_handlers
 from .metrics import Metrics
 from .middleware import RequestContextMiddleware
 from .openapi import install_openapi
-from .routes import admin, catalogue, libretranslate, operations, translate
+from .routes import admin, catalogue, files, libretranslate, operations, translate
 from .service import TranslationService
 from .settings import Settings
 from .state import AppState, load_bundles, open_key_store, warm_up, warmup_plan
@@ -75,6 +76,8 @@ def _lifespan(
             st.executor.shutdown(wait=True, cancel_futures=True)
             if st.keys is not None:
                 st.keys.close()
+            if st.files_dir is not None:
+                shutil.rmtree(st.files_dir, ignore_errors=True)
 
     return lifespan
 
@@ -99,7 +102,7 @@ def create_app(
     app.state.lsmt = st
     install_error_handlers(app, authenticate=require_api_key)
     app.add_middleware(RequestContextMiddleware, state=st)
-    for module in (translate, catalogue, operations, libretranslate, admin):
+    for module in (translate, catalogue, operations, libretranslate, files, admin):
         app.include_router(module.router)
     if settings.web_page:
         app.include_router(web_router)

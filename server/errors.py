@@ -28,7 +28,14 @@ from . import failures
 
 log = logging.getLogger("server")
 
-LIBRETRANSLATE_PATHS = ("/translate", "/languages", "/detect", "/suggest", "/frontend/settings")
+LIBRETRANSLATE_PATHS = (
+    "/translate",
+    "/languages",
+    "/detect",
+    "/suggest",
+    "/frontend/settings",
+    "/translate_file",
+)
 
 
 class ApiError(Exception):

@@ -261,9 +261,13 @@ class LTFrontendSettings(BaseModel):
     apiKeys: bool = Field(description="Whether API keys are in use.")
     keyRequired: bool = Field(description="Whether a request needs a key.")
     suggestions: bool = Field(description="Whether /suggest takes suggestions (never here).")
-    filesTranslation: bool = Field(description="Whether /translate_file exists (not here).")
+    filesTranslation: bool = Field(description="Whether /translate_file takes files.")
     supportedFilesFormat: list[str]
     language: LTFrontendLanguages
+
+
+class LTFileResponse(BaseModel):
+    translatedFileUrl: str = Field(description="Where the translated file can be downloaded.")
 
 
 class LTErrorResponse(BaseModel):

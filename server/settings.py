@@ -166,6 +166,11 @@ class Settings(BaseSettings):
         "endpoints are off.",
     )
 
+    # Files (LibreTranslate's /translate_file).
+    files_ttl_s: float = Field(
+        1800.0, gt=0, description="How long a translated file stays for download."
+    )
+
     # Web page.
     web_page: bool = Field(True, description="Serve the translation page at /.")
 

@@ -44,6 +44,7 @@ class AppState:
     http_in_flight: int = 0  # requests inside the app (the batchers' early-dispatch hint)
     reload_lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # one reload at a time
     keys: KeyStore | None = None  # keys with limits and usage counters (server.keys)
+    files_dir: Path | None = None  # translated files kept for download (routes.files)
 
 
 def load_bundles(st: AppState, bundles: list[Any] | None) -> None:

@@ -11,9 +11,7 @@ With ``format=html`` the text nodes are translated and tags, comments, ``<script
 
 from __future__ import annotations
 
-import html
 import json
-import re
 import time
 from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar, get_args
@@ -26,6 +24,7 @@ from pydantic import BaseModel, ValidationError
 from ..auth import Caller, admit, anonymous_allowed, identify, key_from_request
 from ..bundles import language_name
 from ..dependencies import ServiceDep, StateDep
+from ..documents import FORMATS, html_document
 from ..errors import ApiError, bad_request
 from ..schemas import (
     LT_DETECT_ERRORS,
@@ -44,11 +43,6 @@ from ..service import TextResult, TranslationService
 from ..validation import Options
 
 router = APIRouter(tags=["LibreTranslate compatible"])
-
-_HTML_SPLIT = re.compile(
-    r"(<!--.*?-->|<script\b.*?</script\s*>|<style\b.*?</style\s*>|<[^>]*>)",
-    re.IGNORECASE | re.DOTALL,
-)
 
 
 async def read_fields(request: Request) -> dict[str, Any]:
@@ -227,32 +221,22 @@ async def _translate_html(
     deadline: float,
     client: str,
 ) -> dict[str, Any]:
-    parts = _HTML_SPLIT.split(doc)
-    # Text nodes with something to translate; whitespace (entities such as &nbsp; included)
-    # is kept as it is.
-    idx = [i for i, p in enumerate(parts) if i % 2 == 0 and html.unescape(p).strip()]
-    if not idx:
+    document = html_document(doc)
+    if not document.texts:
         return {"translatedText": doc}
-    plain = [html.unescape(parts[i]).strip() for i in idx]
     detected: dict[str, Any] | None = None
     if source == "auto":  # detect on the whole document's text, not per fragment
-        guess = svc.detect(" ".join(plain), target, None)
+        guess = svc.detect(" ".join(document.texts), target, None)
         source = guess.language
         detected = {"confidence": round(100 * guess.confidence, 2), "language": source}
-    if source == target:
-        res = None
-    else:
-        res = await svc.translate(
-            plain, source, target, opts, limit_count=False, deadline=deadline, client=client
-        )
-    out = list(parts)
-    for n, i in enumerate(idx):
-        p = parts[i]
-        lead = p[: len(p) - len(p.lstrip())]
-        trail = p[len(p.rstrip()) :]
-        translated = res[n].text if res else plain[n]
-        out[i] = lead + html.escape(translated, quote=False) + trail
-    item: dict[str, Any] = {"translatedText": "".join(out)}
+    translations = document.texts
+    if source != target:
+        results = await svc.translate(
+            document.texts, source, target, opts, limit_count=False, deadline=deadline,
+            client=client,
+        )  # fmt: skip
+        translations = [r.text for r in results]
+    item: dict[str, Any] = {"translatedText": document.rebuild(translations).decode("utf-8")}
     if detected:
         item["detectedLanguage"] = detected
     return item
@@ -293,8 +277,8 @@ async def lt_detect(authenticated: Fields, svc: ServiceDep) -> JSONResponse:
     )
 
 
-# Front-end settings: what LibreTranslate's web page reads at start. Suggestions and files are
-# not taken here: the page then hides those controls.
+# Front-end settings: what LibreTranslate's web page reads at start. Suggestions are not taken
+# here: the page then hides that control.
 FRONTEND_TIMEOUT_MS = 500  # LibreTranslate's default: the page translates 0.5 s after typing
 
 
@@ -312,8 +296,8 @@ async def lt_frontend_settings(st: StateDep, svc: ServiceDep) -> LTFrontendSetti
         apiKeys=bool(settings.api_keys) or settings.keys_db is not None,
         keyRequired=not anonymous_allowed(st),
         suggestions=False,
-        filesTranslation=False,
-        supportedFilesFormat=[],
+        filesTranslation=True,
+        supportedFilesFormat=list(FORMATS),
         language=LTFrontendLanguages(
             source=LTNamedLanguage(code="auto", name="Auto Detect"),
             target=LTNamedLanguage(code=target, name=language_name(target)),

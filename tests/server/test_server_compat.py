@@ -348,7 +348,8 @@ def test_libretranslate_front_end_settings_and_suggestions(srv, keyed):
     settings = httpx.get(f"{srv.url}/frontend/settings", timeout=10).json()
     assert settings["charLimit"] == srv.state.settings.max_chars_per_text
     assert settings["keyRequired"] is False and settings["apiKeys"] is False
-    assert settings["suggestions"] is False and settings["supportedFilesFormat"] == []
+    assert settings["suggestions"] is False and settings["filesTranslation"] is True
+    assert settings["supportedFilesFormat"] == [".txt", ".html", ".docx"]
     assert settings["language"]["source"] == {"code": "auto", "name": "Auto Detect"}
     assert settings["language"]["target"]["code"] in srv.state.service.languages
     keyed_settings = httpx.get(f"{keyed.url}/frontend/settings", timeout=10).json()

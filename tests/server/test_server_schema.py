@@ -47,6 +47,8 @@ OPERATIONS = [
     ("POST", "/v1/admin/reload"),
     ("GET", "/frontend/settings"),
     ("POST", "/suggest"),
+    ("POST", "/translate_file"),
+    ("GET", "/download_file/{filename}"),
 ]
 
 

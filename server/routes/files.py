@@ -1,0 +1,125 @@
+"""``POST /translate_file`` and ``GET /download_file/{name}`` (LibreTranslate compatible): a
+.txt, .html or .docx file translated whole (``server.documents``), kept for download for
+``files_ttl_s`` under a random name, and answered with its URL, as LibreTranslate does.
+
+The request is a multipart form: ``file``, ``source`` (a code or ``auto``), ``target``,
+``api_key``. The caller, limits, languages and texts are checked as for ``/translate``;
+the characters counted are those of the file's texts.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import FileResponse, JSONResponse
+from starlette.datastructures import UploadFile
+
+from ..auth import admit, identify, key_from_request
+from ..dependencies import ServiceDep, StateDep
+from ..documents import FORMATS, DocumentError, open_document
+from ..errors import ApiError, bad_request
+from ..schemas import LT_TRANSLATE_ERRORS, LTFileResponse
+from ..state import AppState
+
+router = APIRouter(tags=["LibreTranslate compatible"])
+STORED_NAME = re.compile(r"^[0-9a-f]{32}\.[^/\\]{1,200}$")  # what translate_file writes
+
+
+def files_dir(st: AppState) -> Path:
+    if st.files_dir is None:
+        st.files_dir = Path(tempfile.mkdtemp(prefix="lsmt-files-"))
+    return st.files_dir
+
+
+FILE_FORM = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "required": ["file", "source", "target"],
+                    "properties": {
+                        "file": {"type": "string", "format": "binary", "description": "The file"},
+                        "source": {"type": "string", "description": "Language code or auto"},
+                        "target": {"type": "string", "description": "Language code"},
+                        "api_key": {"type": "string", "description": "API key"},
+                    },
+                }
+            }
+        },
+    }
+}
+
+
+@router.post(
+    "/translate_file",
+    summary="Translate a file (LibreTranslate compatible: .txt, .html, .docx)",
+    responses={200: {"model": LTFileResponse}, **LT_TRANSLATE_ERRORS},
+    openapi_extra=FILE_FORM,
+)
+async def translate_file(request: Request, st: StateDep, svc: ServiceDep) -> JSONResponse:
+    header_key = key_from_request(request)
+    if header_key is not None:
+        identify(request, header_key)  # refused before the body is read
+    form = await request.form()
+    form_key = form.get("api_key")
+    caller = identify(request, header_key or (form_key if isinstance(form_key, str) else None))
+    upload = form.get("file")
+    if not isinstance(upload, UploadFile) or not upload.filename:
+        raise bad_request("missing_field", "Field 'file' (a file) is required.", parameter="file")
+    source, target = _field(form, "source"), _field(form, "target")
+    try:
+        document = open_document(upload.filename, await upload.read())
+    except DocumentError as exc:
+        raise bad_request("unsupported_file", str(exc), allowed=list(FORMATS)) from None
+    svc.validate_texts(document.texts, limit_count=False)
+    svc.validate_languages(source, target, None)
+    await admit(st, caller, sum(len(t) for t in document.texts))
+    translations = document.texts
+    if document.texts:
+        deadline = time.monotonic() + st.settings.request_timeout_s
+        opts = svc.validate_options(None, 0, None)
+        results = await svc.translate(
+            document.texts, source, target, opts, limit_count=False, deadline=deadline,
+            client=caller.subject,
+        )  # fmt: skip
+        translations = [r.text for r in results]
+    name = f"{secrets.token_hex(16)}.{Path(upload.filename).name}"
+    _forget_old_files(files_dir(st), st.settings.files_ttl_s)
+    (files_dir(st) / name).write_bytes(document.rebuild(translations))
+    url = str(request.url_for("download_file", filename=name))
+    return JSONResponse(LTFileResponse(translatedFileUrl=url).model_dump())
+
+
+@router.get(
+    "/download_file/{filename}",
+    summary="A translated file (LibreTranslate compatible)",
+    response_class=FileResponse,
+    responses={200: {"content": {"application/octet-stream": {}}}, 404: {}},
+)
+async def download_file(filename: str, st: StateDep) -> FileResponse:
+    path = files_dir(st) / filename
+    if not STORED_NAME.match(filename) or not path.is_file():
+        raise ApiError(404, "not_found", "No such file: it expired or was never written.")
+    return FileResponse(path, filename=filename.split(".", 1)[1])
+
+
+def _field(form: Any, name: str) -> str:
+    value = form.get(name)
+    if not isinstance(value, str) or not value:
+        raise bad_request("missing_field", f"Field {name!r} is required.", parameter=name)
+    return value
+
+
+def _forget_old_files(root: Path, ttl_s: float) -> None:
+    cutoff = time.time() - ttl_s
+    for path in root.iterdir():
+        if path.stat().st_mtime < cutoff:
+            path.unlink(missing_ok=True)

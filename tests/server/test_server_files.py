@@ -1,0 +1,93 @@
+"""LibreTranslate's file translation (``POST /translate_file``, ``GET /download_file``): .txt,
+.html and .docx translated whole with their layout kept, the file's name kept for download,
+and clear 4xx answers for files, languages and keys that do not fit."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+
+import httpx
+import pytest
+
+pytestmark = pytest.mark.integration
+
+W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
+DOCUMENT = f"""<?xml version="1.0" encoding="UTF-8" standalone="yes"?>
+<w:document xmlns:w="{W}" xmlns:mc="http://schemas.openxmlformats.org/markup-compatibility/2006"
+ mc:Ignorable="w"><w:body>
+<w:p><w:r><w:rPr><w:b/></w:rPr><w:t>Follow</w:t></w:r>
+<w:r><w:t xml:space="preserve"> me.</w:t></w:r></w:p>
+<w:p><w:r><w:t>   </w:t></w:r></w:p>
+<w:p><w:r><w:t>And Jesus said unto them.</w:t></w:r></w:p>
+</w:body></w:document>"""
+
+
+def docx() -> bytes:
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as z:
+        z.writestr("[Content_Types].xml", "<Types/>")
+        z.writestr("word/document.xml", DOCUMENT)
+        z.writestr("word/styles.xml", "<styles/>")
+    return out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def srv(module_server):
+    return module_server()
+
+
+def translate_file(url: str, name: str, data: bytes, **form) -> httpx.Response:
+    fields = {"source": "en", "target": "de", **form}
+    return httpx.post(f"{url}/translate_file", data=fields, files={"file": (name, data)},
+                      timeout=60)  # fmt: skip
+
+
+def download(r: httpx.Response) -> httpx.Response:
+    assert r.status_code == 200, r.text
+    got = httpx.get(r.json()["translatedFileUrl"], timeout=30)
+    assert got.status_code == 200
+    return got
+
+
+def test_a_text_file_keeps_its_paragraphs_and_name(srv):
+    got = download(translate_file(srv.url, "notes.txt", b"Follow me.\n\nAnd Jesus said.\n"))
+    text = got.content.decode()
+    assert text.count("\n\n") == 1 and text.endswith("\n") and "Follow me." not in text
+    assert 'filename="notes.txt"' in got.headers["content-disposition"]
+
+
+def test_html_keeps_its_tags(srv):
+    page = b"<html><body><p class='x'>Follow me.</p><script>var a = 1;</script></body></html>"
+    text = download(translate_file(srv.url, "page.html", page)).content.decode()
+    assert text.startswith("<html><body><p class='x'>") and "<script>var a = 1;</script>" in text
+    assert "Follow me." not in text
+
+
+def test_a_word_document_keeps_its_parts_and_runs(srv):
+    got = download(translate_file(srv.url, "letter.docx", docx()))
+    with zipfile.ZipFile(io.BytesIO(got.content)) as z:
+        assert z.namelist() == ["[Content_Types].xml", "word/document.xml", "word/styles.xml"]
+        assert z.read("word/styles.xml") == b"<styles/>"
+        xml = z.read("word/document.xml").decode()
+    assert "<w:b" in xml and 'mc:Ignorable="w"' in xml  # formatting and prefixes kept
+    assert "Follow" not in xml and " me." not in xml and "Jesus" not in xml
+    assert "<w:t>   </w:t>" in xml  # a paragraph of spaces is left alone
+
+
+def test_files_that_do_not_fit_are_refused_clearly(srv, module_server):
+    r = translate_file(srv.url, "slides.pptx", b"PK")
+    assert r.status_code == 400 and r.json()["details"]["allowed"] == [".txt", ".html", ".docx"]
+    r = translate_file(srv.url, "broken.docx", b"not a zip")
+    assert r.status_code == 400 and "not a Word document" in r.json()["error"]
+    r = translate_file(srv.url, "notes.txt", "caf\xe9".encode("latin-1"))
+    assert r.status_code == 400 and "UTF-8" in r.json()["error"]
+    r = translate_file(srv.url, "notes.txt", b"Hi.", target="xx")
+    assert r.status_code == 400
+    r = httpx.post(f"{srv.url}/translate_file", data={"source": "en", "target": "de"}, timeout=10)
+    assert r.status_code == 400 and r.json()["details"]["parameter"] == "file"
+    assert httpx.get(f"{srv.url}/download_file/../../etc/passwd", timeout=10).status_code == 404
+    assert httpx.get(f"{srv.url}/download_file/{'0' * 32}.txt", timeout=10).status_code == 404
+    keyed = module_server(api_keys=["k"])
+    assert translate_file(keyed.url, "notes.txt", b"Hi.").status_code == 401
+    assert translate_file(keyed.url, "notes.txt", b"Hi.", api_key="k").status_code == 200
