@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import ctranslate2
 import numpy as np
@@ -123,19 +124,12 @@ def engine_files(dense: DenseModel, quantization: str | None = "int8") -> dict[s
 
 
 def load_translator(
-    dense: DenseModel,
-    device: str = "cpu",
-    device_index: int = 0,
-    compute_type: str = "int8",
-    inter_threads: int = 1,
-    intra_threads: int = 1,
-    name: str = "lsmt-engine",
+    dense: DenseModel, compute_type: str = "int8", **options: Any
 ) -> tuple[ctranslate2.Translator, int]:
-    """Build a translator in memory; returns it and the size of its weights in bytes."""
+    """Build a translator in memory (``options``: those of :func:`open_translator`); returns
+    it and the size of its weights in bytes."""
     files = engine_files(dense, saved_quantization(compute_type))
-    return open_translator(
-        files, device, device_index, compute_type, inter_threads, intra_threads, name
-    )
+    return open_translator(files, compute_type=compute_type, **options)
 
 
 def saved_quantization(compute_type: str) -> str | None:
