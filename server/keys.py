@@ -228,10 +228,11 @@ class KeyStore:
                     "DO UPDATE SET requests = requests + 1, chars = chars + excluded.chars",
                     (subject, w, starts[w], chars),
                 )
-            # windows that are over are never read again
+            # windows that are over are never read again (the previous day stays for `list`)
             db.execute(
-                "DELETE FROM usage WHERE subject = ? AND window = 'minute' AND window_start < ?",
-                (subject, starts["minute"]),
+                "DELETE FROM usage WHERE subject = ? AND ((window = 'minute' AND window_start < ?)"
+                " OR (window = 'day' AND window_start < ?))",
+                (subject, starts["minute"], starts["day"] - WINDOWS["day"]),
             )
         return None
 
