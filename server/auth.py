@@ -68,7 +68,11 @@ def check_key(keys: list[str], given: str | None) -> None:
     for k in keys:  # compare against every key; no early exit
         ok |= hmac.compare_digest(given_b, k.encode())
     if not ok:
-        raise ApiError(403, "invalid_api_key", "The API key is not valid.")
+        raise invalid_key()
+
+
+def invalid_key() -> ApiError:
+    return ApiError(403, "invalid_api_key", "The API key is not valid.")
 
 
 def identify(request: Request, given: str | None) -> Caller:
@@ -82,9 +86,12 @@ def identify(request: Request, given: str | None) -> Caller:
                 if record.revoked:
                     raise ApiError(403, "revoked_api_key", "This API key has been revoked.")
                 return Caller(f"key:{record.id}", record.limits)
-        if settings.api_keys or settings.keys_db is not None:
+        if settings.api_keys:
             check_key(settings.api_keys, given)  # 403 unless one of the configured keys
             return Caller("key:" + hashlib.sha256(given.encode()).hexdigest()[:16], Limits())
+        if settings.keys_db is not None:
+            raise invalid_key()
+        # no key is configured: a key sent anyway changes nothing
     if not anonymous_allowed(st):
         raise missing_key()
     address = request.client.host if request.client else "unknown"

@@ -124,6 +124,21 @@ def test_limits_on_a_real_server(make_server, tmp_path):
 
 
 @pytest.mark.integration
+def test_a_keys_database_alone_refuses_unknown_keys(make_server, tmp_path):
+    store = KeyStore(tmp_path / "keys.db")
+    key = store.add("only")
+    store.close()
+    srv = make_server(keys_db=tmp_path / "keys.db")
+    body = {"text": "Follow me.", "source": "en", "target": "de", "beam_size": 1}
+    with srv.client() as c:
+        assert c.post("/v1/translate", json=body, headers={"X-API-Key": key}).status_code == 200
+        assert c.post("/v1/translate", json=body, headers={"X-API-Key": "nope"}).status_code == 403
+        assert c.post("/v1/translate", json=body).status_code == 401
+        form = {"q": "Follow me.", "source": "en", "target": "de", "api_key": "nope"}
+        assert c.post("/translate", data=form).status_code == 403
+
+
+@pytest.mark.integration
 def test_anonymous_limits_per_address(make_server):
     srv = make_server(anonymous_requests_per_minute=2)
     body = {"text": "Follow me.", "source": "en", "target": "de", "beam_size": 1}
