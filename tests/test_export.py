@@ -195,3 +195,22 @@ def test_every_written_file_has_a_digest_and_old_bundles_still_load(separate: Ti
     (copy / "manifest.json").write_text(json.dumps(manifest))
     bundle = load_bundle(copy)
     assert bundle.verify() == {} and bundle.assemble("de", "en").weights
+
+
+def test_bundle_evaluation_records_and_applies_the_decoding_guards(added_language, tmp_path):
+    """``python -m model_export.evaluate`` with the server's guards: recorded in the results,
+    and they change what a tiny (looping) model emits."""
+    from model_export.evaluate import main as evaluate_main
+
+    bundle = added_language[2]
+    outs = {}
+    for name, guards in (("off", []), ("on", ["--repetition-penalty", "1.5",
+                                              "--no-repeat-ngram-size", "2"])):  # fmt: skip
+        out = tmp_path / f"{name}.json"
+        args = [str(bundle), "--testset", "ntrex", "--routes", "en-fr", "--max-sentences", "4",
+                "--beam", "1", "--no-langid", "--out", str(out), *guards]  # fmt: skip
+        assert evaluate_main(args) == 0
+        outs[name] = json.loads(out.read_text())
+    assert outs["off"]["repetition_penalty"] == 1.0 and outs["off"]["no_repeat_ngram_size"] == 0
+    assert outs["on"]["repetition_penalty"] == 1.5 and outs["on"]["no_repeat_ngram_size"] == 2
+    assert outs["on"]["directions"]["en-fr"]["chrf"] != outs["off"]["directions"]["en-fr"]["chrf"]
