@@ -8,9 +8,10 @@ For each round and policy (policies alternate, so both see the same machine stat
 ``python -m server`` serves the bundle with one API key per client; then:
 
 - alone: ``--small`` one-sentence requests, one after the other;
-- beside: ``--heavy`` clients each keep one request of 16 paragraphs (NTREX-128 news, about
-  four sentences each) in flight, and the same one-sentence requests are sent among them; the
-  heavy clients' translated sentences per second are counted over the same window.
+- beside: ``--heavy`` clients each keep one request of 16 paragraphs (16 texts of four
+  NTREX-128 news sentences each) in flight, and the same one-sentence requests are sent among
+  them for ``--window`` seconds (at least ``--small`` of them); the heavy clients' translated
+  sentences per second are counted over the same window.
 
 Printed and saved (JSON, CSV, PNG): per policy the p50/p95 latency of the small requests alone
 and beside the heavy ones, their ratio (issue 27's aim: within 3x of alone), and the heavy
@@ -45,23 +46,28 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, default=ROOT / "runs" / "bench_fair")
     p.add_argument("--paragraphs", type=int, default=16, help="paragraphs per heavy request")
     p.add_argument(
+        "--window", type=float, default=30.0, help="seconds the small requests run beside"
+    )
+    p.add_argument(
+        "--max-batch-size", type=int, default=None, help="the server's LSMT_MAX_BATCH_SIZE"
+    )
+    p.add_argument(
         "--quick", action="store_true", help="2 heavy clients of 2 paragraphs, 4 small, 1 round"
     )
     args = p.parse_args(argv)
     if args.quick:
-        args.heavy, args.small, args.rounds, args.paragraphs = 2, 4, 1, 2
+        args.heavy, args.small, args.rounds, args.paragraphs, args.window = 2, 4, 1, 2, 1.0
     return args
 
 
-def documents(n: int, paragraphs: int, sentences: int = 4) -> list[str]:
-    """``n`` heavy request texts, each of ``paragraphs`` paragraphs of real news sentences."""
+def documents(n: int, paragraphs: int, sentences: int = 4) -> list[list[str]]:
+    """``n`` heavy requests, each ``paragraphs`` texts of ``sentences`` real news sentences."""
     lines = [line.strip() for line in NTREX.read_text(encoding="utf-8").splitlines() if line]
     per_doc = paragraphs * sentences
     docs = []
     for i in range(n):
         chunk = [lines[(i * per_doc + k) % len(lines)] for k in range(per_doc)]
-        paras = [" ".join(chunk[p : p + sentences]) for p in range(0, per_doc, sentences)]
-        docs.append("\n\n".join(paras))
+        docs.append([" ".join(chunk[p : p + sentences]) for p in range(0, per_doc, sentences)])
     return docs
 
 
@@ -71,8 +77,8 @@ def percentile(values: list[float], q: float) -> float:
 
 
 class HeavyClients:
-    """One thread per body, each sending it again as soon as it is answered, until stopped;
-    counts the sentences translated (the server's own sentence split of each body)."""
+    """One thread per body (a list of texts), each sending it again as soon as it is answered,
+    until stopped; counts the sentences translated (the server's own split of each text)."""
 
     def __init__(self, url: str, bodies: list[dict], keys: list[str]) -> None:
         from server.text import sentences_of, split_text
@@ -86,7 +92,10 @@ class HeavyClients:
             for body, key, n in zip(
                 bodies,
                 keys,
-                [len(sentences_of(split_text(b["text"], b["source"]))) for b in bodies],
+                [
+                    sum(len(sentences_of(split_text(t, b["source"]))) for t in b["text"])
+                    for b in bodies
+                ],
                 strict=True,
             )
         ]
@@ -112,10 +121,13 @@ class HeavyClients:
             t.join()
 
 
-def small_latencies(url: str, body: dict, n: int, key: str) -> list[float]:
-    out = []
+def small_latencies(url: str, body: dict, n: int, key: str, window_s: float = 0.0) -> list[float]:
+    """One-sentence requests one after the other: at least ``n``, and until ``window_s`` has
+    passed."""
+    out: list[float] = []
+    started = time.perf_counter()
     with httpx.Client(base_url=url, timeout=600, headers={"X-API-Key": key}) as client:
-        for _ in range(n):
+        while len(out) < n or time.perf_counter() - started < window_s:
             t0 = time.perf_counter()
             r = client.post("/v1/translate", json=body)
             out.append(time.perf_counter() - t0)
@@ -135,6 +147,8 @@ def measure_policy(args: argparse.Namespace, policy: str) -> dict:
         "LSMT_QUEUE_SIZE": "1024",
         "LSMT_REQUEST_TIMEOUT_S": "600",
     }
+    if args.max_batch_size is not None:
+        env["LSMT_MAX_BATCH_SIZE"] = str(args.max_batch_size)
     small = {"text": "The meeting starts at nine tomorrow morning.", "source": src, "target": tgt}
     heavy = [
         {"text": d, "source": src, "target": tgt} for d in documents(args.heavy, args.paragraphs)
@@ -145,10 +159,15 @@ def measure_policy(args: argparse.Namespace, policy: str) -> dict:
         with HeavyClients(server.url, heavy, keys[:-1]) as clients:
             time.sleep(2.0)  # every heavy client has a request in flight
             start, before = time.perf_counter(), clients.sentences
-            beside = small_latencies(server.url, small, args.small, "small")
+            beside = small_latencies(server.url, small, args.small, "small", args.window)
             window = time.perf_counter() - start
             throughput = (clients.sentences - before) / window
         errors = clients.errors
+    if errors or throughput == 0:
+        raise RuntimeError(
+            f"{policy}: the heavy clients got {errors} errors and no answer in the window: "
+            "the measurement would mean nothing"
+        )
     return {
         "policy": policy,
         "alone_p50_s": statistics.median(alone),
@@ -159,6 +178,7 @@ def measure_policy(args: argparse.Namespace, policy: str) -> dict:
         "heavy_sentences_per_s": throughput,
         "heavy_errors": errors,
         "window_s": window,
+        "small_requests_beside": len(beside),
     }
 
 

@@ -272,7 +272,7 @@ class Batcher:
         items = select_sentences(
             [j for j in self.queue if not j.cancelled and j.options == opts],
             self.settings.max_batch_tokens,
-            self.settings.max_batch_size,
+            self.settings.resolved_max_batch_size,
             fair=self.settings.batch_policy == "fair",
         )
         now = time.perf_counter()

@@ -85,7 +85,13 @@ class Settings(BaseSettings):
     max_batch_tokens: int = Field(
         4096, ge=1, description="Source tokens per translate_batch call (beam not counted)."
     )
-    max_batch_size: int = Field(64, ge=1, description="Sentences per translate_batch call.")
+    max_batch_size: int | None = Field(
+        None,
+        ge=1,
+        description="Sentences per translate_batch call; None: 16 on CPU (measured: shorter "
+        "waits beside heavy clients and more throughput than 64, docs/benchmarks.md), 64 on "
+        "CUDA.",
+    )
     batch_wait_ms: float = Field(
         5.0, ge=0, description="How long the first request waits for company."
     )
@@ -227,6 +233,12 @@ class Settings(BaseSettings):
             return 4
         # One thread per batch; inter_threads batches in parallel use the cores.
         return 1 if (os.cpu_count() or 1) <= 4 else 2
+
+    @property
+    def resolved_max_batch_size(self) -> int:
+        if self.max_batch_size is not None:
+            return self.max_batch_size
+        return 64 if self.resolved_device == "cuda" else 16
 
     @property
     def resolved_device_budget(self) -> int:
