@@ -97,7 +97,7 @@ def evaluate_bundle(
     return {"directions": directions, "averages": averages(directions)}
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m model_export.evaluate",
         description=__doc__,
@@ -131,7 +131,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--routes", help="comma-separated SRC-TGT (default: every bundle route)")
     p.add_argument("--no-langid", action="store_true")
     p.add_argument("--out", type=Path)
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
 
     from lsmt_core.scoring import format_table
     from training.data import CorpusFormatError

@@ -129,27 +129,9 @@ def build_training_data(
         | set(keep.languages if keep else [])
     )
     encoder = SourceEncoder(tokenizer, recipe.model.tag_scheme, recipe.data.quality_tag)
-    max_len = recipe.data.max_len or recipe.model.max_positions
-    target_vocab = None
-    if recipe.data.target_vocab is not None:
-        from .vocab import target_vocab_datasets
-
-        target_vocab, datasets, dropped = target_vocab_datasets(
-            recipe.data.target_vocab,
-            tok_ref["path"],
-            languages,
-            train_pairs,
-            tokenizer,
-            encoder,
-            max_len=max_len,
-            progress=progress,
-            log=log,
-            fixed=keep.target_vocab if keep else None,
-        )
-    else:
-        datasets, dropped = encode_corpus(
-            train_pairs, tokenizer, encoder, max_len=max_len, progress=progress
-        )
+    target_vocab, datasets, dropped = _encoded(
+        recipe, tok_ref["path"], tokenizer, encoder, languages, train_pairs, keep, progress, log
+    )
     dev_pairs: dict[Route, list[tuple[str, str]]] = {}
     if t.eval_every > 0:
         dev_pairs = _dev_pairs(data_dir, routes, t)
@@ -181,6 +163,41 @@ def build_training_data(
         stats,
         target_vocab,
         curve_pairs,
+    )
+
+
+def _encoded(
+    recipe: Recipe,
+    tokenizer_path: Any,
+    tokenizer: Any,
+    encoder: SourceEncoder,
+    languages: list[str],
+    train_pairs: dict[Route, list[tuple[str, str]]],
+    keep: TrainedModel | None,
+    progress: bool,
+    log: Callable[[str], None],
+) -> tuple[Any, dict[str, RouteData], dict[str, int]]:
+    """(target vocabularies or None, tokenized pairs per route key, pairs dropped as too
+    long): the target side segmented with each language's vocabulary when the recipe has one."""
+    max_len = recipe.data.max_len or recipe.model.max_positions
+    if recipe.data.target_vocab is None:
+        datasets, dropped = encode_corpus(
+            train_pairs, tokenizer, encoder, max_len=max_len, progress=progress
+        )
+        return None, datasets, dropped
+    from .vocab import target_vocab_datasets
+
+    return target_vocab_datasets(
+        recipe.data.target_vocab,
+        tokenizer_path,
+        languages,
+        train_pairs,
+        tokenizer,
+        encoder,
+        max_len=max_len,
+        progress=progress,
+        log=log,
+        fixed=keep.target_vocab if keep else None,
     )
 
 
