@@ -206,7 +206,7 @@ class AttentionBlock(nn.Module):
         ``mask`` is boolean, broadcastable to (batch, heads, q_len, k_len), True = may attend.
         ``cache`` holds keys/values: appended to for incremental self-attention, computed once
         and reused when ``static_kv`` (cross-attention over the encoder output). ``gates``
-        (sparse model, pre-norm only) weigh the heads and the residual branch.
+        (sparse model) weigh the heads and, pre-norm, the residual branch.
         """
         if self.pre_norm:
             out = self.attend(self.norm(x), cond, memory, mask, cache, static_kv, gates.units)

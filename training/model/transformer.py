@@ -28,8 +28,10 @@ from .config import ModelConfig
 from .laa import attach as attach_laa
 from .layers import (
     LS_PATH,
+    NO_GATES,
     SHARED_PATH,
     AttentionBlock,
+    BlockGates,
     Conditioning,
     FeedForwardBlock,
     Index,
@@ -93,8 +95,10 @@ class EncoderLayer(nn.Module):
         gates: LayerGates | None = None,
     ) -> torch.Tensor:
         route = cond.route
-        x = resolve(self.self_attn, route)(x, cond=cond, mask=mask, **_gates(gates, "self_attn"))
-        return resolve(self.ffn, route)(x, cond=cond, **_gates(gates, "ffn"))
+        x = resolve(self.self_attn, route)(
+            x, cond=cond, mask=mask, gates=_block_gates(gates, "self_attn")
+        )
+        return resolve(self.ffn, route)(x, cond=cond, gates=_block_gates(gates, "ffn"))
 
 
 class DecoderLayer(nn.Module):
@@ -120,7 +124,7 @@ class DecoderLayer(nn.Module):
             cond=cond,
             mask=self_mask,
             cache=None if cache is None else cache["self"],
-            **_gates(gates, "self_attn"),
+            gates=_block_gates(gates, "self_attn"),
         )
         x = resolve(self.cross_attn, route)(
             x,
@@ -129,15 +133,15 @@ class DecoderLayer(nn.Module):
             mask=memory_mask,
             cache=None if cache is None else cache["cross"],
             static_kv=True,
-            **_gates(gates, "cross_attn"),
+            gates=_block_gates(gates, "cross_attn"),
         )
-        return resolve(self.ffn, route)(x, cond=cond, **_gates(gates, "ffn"))
+        return resolve(self.ffn, route)(x, cond=cond, gates=_block_gates(gates, "ffn"))
 
 
-def _gates(gates: LayerGates | None, block: str) -> dict:
-    """The ``gates`` keyword for one block of a layer: none for a dense model."""
+def _block_gates(gates: LayerGates | None, block: str) -> BlockGates:
+    """The gates of one block of a layer: none for a dense model."""
     chosen = None if gates is None else getattr(gates, block)
-    return {} if chosen is None else {"gates": chosen}
+    return NO_GATES if chosen is None else chosen
 
 
 class _Blocks:
