@@ -65,12 +65,14 @@ FILE_FORM = {
     openapi_extra=FILE_FORM,
 )
 async def translate_file(request: Request, st: StateDep, svc: ServiceDep) -> JSONResponse:
+    # as the other LibreTranslate endpoints: a header key is checked before the body is read,
+    # a key in the form after
     header_key = key_from_request(request)
-    if header_key is not None:
-        identify(request, header_key)  # refused before the body is read
+    caller = identify(request, header_key) if header_key is not None else None
     form = await request.form()
-    form_key = form.get("api_key")
-    caller = identify(request, header_key or (form_key if isinstance(form_key, str) else None))
+    if caller is None:
+        form_key = form.get("api_key")
+        caller = identify(request, form_key if isinstance(form_key, str) and form_key else None)
     upload = form.get("file")
     if not isinstance(upload, UploadFile) or not upload.filename:
         raise bad_request("missing_field", "Field 'file' (a file) is required.", parameter="file")
