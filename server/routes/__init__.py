@@ -3,7 +3,8 @@
 - ``translate``: ``POST /v1/translate``
 - ``catalogue``: ``GET /v1/languages``, ``GET /v1/models``
 - ``operations``: ``GET /healthz``, ``/readyz``, ``/metrics``
-- ``libretranslate``: ``POST /translate``, ``GET|POST /languages``, ``POST /detect``
+- ``libretranslate``: ``POST /translate``, ``GET|POST /languages``, ``POST /detect``,
+  ``GET /frontend/settings``, ``POST /suggest``
 - ``files``: ``POST /translate_file``, ``GET /download_file/{name}`` (LibreTranslate)
 - ``admin``: ``POST /v1/admin/reload`` (behind the admin keys)
 

@@ -1,5 +1,6 @@
 """LibreTranslate-compatible endpoints: ``POST /translate``, ``GET|POST /languages``,
-``POST /detect``.
+``POST /detect``, and what its web front end reads: ``GET /frontend/settings``, ``POST
+/suggest`` (file translation: ``routes.files``).
 
 Bodies may be JSON or ``application/x-www-form-urlencoded`` (what ``libretranslatepy`` sends).
 Fields of ``/translate``: ``q`` (string or list), ``source`` (code or ``auto``), ``target``,
