@@ -120,17 +120,20 @@ def compute_type(device: str) -> str:
 class Variant:
     name: str
     run: Callable[[list[list[str]], int], tuple[float, int]]  # (sources, beam) -> (s, tokens)
+    profile: dict[str, float] | None = None  # the hybrid engine's seconds by part (cumulated)
 
 
-def ct2_variant(name, bundle_dir, route, args, length, *, full_vocab=False) -> Variant:
+def engine_variant(name, bundle_dir, route, args, length, *, full_vocab=False) -> Variant:
+    """The route's engine as the server builds it: CTranslate2, or the hybrid engine."""
     from lsmt_bundle import load_bundle
-    from lsmt_bundle.ct2 import load_translator, translate_pieces
+    from lsmt_bundle.ct2 import translate_pieces
+    from lsmt_bundle.engines import load_engine
 
     bundle = load_bundle(bundle_dir)
     if full_vocab:  # the same bundle without its vocabulary-slice fusion
         bundle.manifest = bundle.manifest.model_copy(update={"fusions": []})
     dense = bundle.assemble(*route)
-    translator, _ = load_translator(
+    translator, _ = load_engine(
         dense,
         device=args.device,
         compute_type=compute_type(args.device),
@@ -147,7 +150,7 @@ def ct2_variant(name, bundle_dir, route, args, length, *, full_vocab=False) -> V
         dt = time.perf_counter() - t0
         return dt, sum(len(r.hypotheses[0]) for r in res)
 
-    return Variant(name, run)
+    return Variant(name, run, getattr(translator, "profile", None))
 
 
 def torch_variant(name, models, route, args, length) -> Variant:
@@ -191,6 +194,10 @@ ENGINE_COMPARISONS = [
      "ct2 {deep} filtered", "expected: ~1.0x"),
     ("5", "CTranslate2 int8 / PyTorch fp32 search ({deep}, full vocab.)", "ct2 {deep} full",
      "torch {deep} full", ""),
+    ("7", "hybrid {deep} (LSTM decoder) / Transformer {deep} (full vocab.)",
+     "hybrid {deep} full", "ct2 {deep} full", "paper: ~1.7x (GPU)"),
+    ("7", "hybrid {deep} (LSTM decoder) / Transformer {even} (full vocab.)",
+     "hybrid {deep} full", "ct2 {even} full", "paper: ~3x (GPU)"),
 ]  # fmt: skip
 
 
@@ -226,14 +233,16 @@ def time_setting(
 
 
 def engine_variants(models, args, route, length: int, depth: dict[str, str]) -> list[Variant]:
-    """The five engines compared: CTranslate2 even/deep, full/filtered vocabulary, LSL, and
-    the PyTorch search on the deep model's weights."""
+    """The six engines compared: CTranslate2 even/deep, full/filtered vocabulary, LSL, the
+    hybrid engine of the deep model with an LSTM decoder, and the PyTorch search on the deep
+    model's weights."""
     deep, even, b = depth["deep"], depth["even"], models.bundles
     return [
-        ct2_variant(f"ct2 {even} full", b["even"], route, args, length, full_vocab=True),
-        ct2_variant(f"ct2 {deep} full", b["deep"], route, args, length, full_vocab=True),
-        ct2_variant(f"ct2 {deep} filtered", b["deep"], route, args, length),
-        ct2_variant(f"ct2 LSL {deep} filtered", b["lsl"], route, args, length),
+        engine_variant(f"ct2 {even} full", b["even"], route, args, length, full_vocab=True),
+        engine_variant(f"ct2 {deep} full", b["deep"], route, args, length, full_vocab=True),
+        engine_variant(f"ct2 {deep} filtered", b["deep"], route, args, length),
+        engine_variant(f"ct2 LSL {deep} filtered", b["lsl"], route, args, length),
+        engine_variant(f"hybrid {deep} full", b["hybrid"], route, args, length, full_vocab=True),
         torch_variant(f"torch {deep} full", models, route, args, length),
     ]
 
@@ -249,6 +258,7 @@ def measure_engines(variants, sources, settings, mode: Mode, log) -> list[dict]:
         order = variants[rep % len(variants) :] + variants[: rep % len(variants)]
         for setting, n, beam in settings:
             for v in order:
+                before = dict(v.profile or {})
                 seconds, tokens = time_setting(v, sources, n, beam, mode.single)
                 rows.append(
                     {
@@ -259,10 +269,35 @@ def measure_engines(variants, sources, settings, mode: Mode, log) -> list[dict]:
                         "seconds": seconds,
                         "tokens": tokens,
                         "tokens_per_s": tokens / seconds,
+                        **_time_split(before, v.profile),
                     }
                 )
         log(f"engines: repeat {rep + 1}/{mode.repeats} done", flush=True)
     return rows
+
+
+def _time_split(before: dict[str, float], after: dict[str, float] | None) -> dict[str, float]:
+    """A hybrid engine's seconds of one timing by part: CTranslate2 encoder, ONNX Runtime
+    decoder, and the rest of its ``translate_batch`` (the numpy search and the copies)."""
+    if after is None:
+        return {}
+    parts = ("encoder", "decoder", "total")
+    spent = {part: after.get(part, 0.0) - before.get(part, 0.0) for part in parts}
+    search = spent["total"] - spent["encoder"] - spent["decoder"]
+    return {"encoder_s": spent["encoder"], "decoder_s": spent["decoder"], "search_s": search}
+
+
+def hybrid_time_split(rows: list[dict], settings) -> list[dict]:
+    """Per setting, the median share of the hybrid engine's time in each part."""
+    split = []
+    for setting, _, _ in settings:
+        timed = [r for r in rows if r["setting"] == setting and "encoder_s" in r]
+        shares = {
+            part: statistics.median(r[f"{part}_s"] / r["seconds"] for r in timed)
+            for part in ("encoder", "decoder", "search")
+        }
+        split.append({"setting": setting, "variant": timed[0]["variant"], **shares})
+    return split
 
 
 def check_equal_lengths(rows: list[dict], mode: Mode) -> None:
@@ -305,6 +340,7 @@ def bench_engines(models, mode: Mode, args, route, log) -> dict:
         "sentences": {"batch 1": mode.single, "batched": mode.batch},
         "source_pieces_mean": statistics.mean(len(s) for s in sources[: mode.batch]),
         "table": engine_table(rows, settings, depth),
+        "hybrid_time_split": hybrid_time_split(rows, settings),
         "rows": rows,
     }
 

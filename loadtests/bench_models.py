@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 TEST_BOOK = 44  # Acts: the corpus's held-out test book (docs/data.md)
-BUNDLES = ("deep", "even", "lsl")  # the three models, by name
+BUNDLES = ("deep", "even", "lsl", "hybrid")  # the four models, by name
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ class BenchModels:
     sizes: Sizes
     root: Path
     tokenizer: Path
-    bundles: dict[str, Path]  # "deep", "even", "lsl"
+    bundles: dict[str, Path]  # "deep", "even", "lsl", "hybrid" (the deep one, LSTM decoder)
     sentences: dict[str, list[str]]  # held-out verses per language
     target_vocab_sizes: dict[str, int]
 
@@ -133,6 +133,8 @@ def _config(sizes: Sizes, name: str):
 
     enc, dec = sizes.even if name == "even" else sizes.deep
     ls = {"encoder_tgt": list(sizes.lsl_tgt_layers)} if name == "lsl" else {}
+    # the Shallow paper's hybrid: the deep model's encoder, its decoder layers as LSTMs
+    hybrid = {"decoder_kind": "lstm"} if name == "hybrid" else {}
     return ModelConfig(
         d_model=sizes.d_model,
         heads=sizes.heads,
@@ -142,6 +144,7 @@ def _config(sizes: Sizes, name: str):
         dropout=0.0,
         max_positions=sizes.max_positions,
         language_specific=ls,
+        **hybrid,
     )
 
 
@@ -150,7 +153,7 @@ def _torch_model(sizes: Sizes, name: str, vocab: int):
 
     from training.model import build_model
 
-    torch.manual_seed({"deep": 1, "even": 2, "lsl": 3}[name])
+    torch.manual_seed({"deep": 1, "even": 2, "lsl": 3, "hybrid": 4}[name])
     return build_model(_config(sizes, name), vocab, list(sizes.languages)).eval()
 
 
@@ -198,7 +201,8 @@ def _export_bundles(
     target_vocab: dict[str, list[int]],
     log,
 ) -> None:
-    """The deep, even and LSL models (random weights) exported as bundles under ``root``."""
+    """The deep, even, LSL and hybrid models (random weights) exported as bundles under
+    ``root``."""
     from model_export.from_torch import export_bundle
 
     routes = [(s, t) for s in sizes.languages for t in sizes.languages if s != t]
@@ -233,7 +237,7 @@ def _bench_models(
 
 
 def build(sizes: Sizes, cache: Path, log=print) -> BenchModels:
-    """Tokenizer, target vocabularies and the three bundles (cached)."""
+    """Tokenizer, target vocabularies and the four bundles (cached)."""
     root = cache / _key(sizes)
     held_out, train = split_verses(sizes)
     done = root / "done.json"

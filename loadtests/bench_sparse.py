@@ -27,7 +27,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .bench import Variant, ct2_variant, decode_settings, machine, time_setting
+from .bench import Variant, decode_settings, engine_variant, machine, time_setting
 from .bench_models import TEST_BOOK, _train_tokenizer, split_verses
 from .server_process import ROOT
 
@@ -206,8 +206,8 @@ def main(argv: list[str] | None = None) -> dict:
     started = time.perf_counter()
     bundle_dir, held_out, _ = build(mode.sizes, args.out / "model")
     variants: list[Variant] = [
-        ct2_variant("sparse", bundle_dir, route, args, mode.length),
-        ct2_variant("dense", bundle_dir, route, args, mode.length, full_vocab=True),
+        engine_variant("sparse", bundle_dir, route, args, mode.length),
+        engine_variant("dense", bundle_dir, route, args, mode.length, full_vocab=True),
     ]
     sources = sources_for(bundle_dir, held_out, route, max(mode.batch, mode.single))
     settings = decode_settings(mode.batch)

@@ -42,7 +42,8 @@ def tie_embeddings(dense: DenseModel) -> None:
 def check_complete(dense: DenseModel) -> None:
     a = dense.architecture
     needed = [f"encoder.layers.{i}.ffn.fc1.weight" for i in range(a.encoder_layers)]
-    needed += [f"decoder.layers.{i}.cross_attn.q_proj.weight" for i in range(a.decoder_layers)]
+    block = "lstm.weight_ih_l0" if a.decoder_kind == "lstm" else "cross_attn.q_proj.weight"
+    needed += [f"decoder.layers.{i}.{block}" for i in range(a.decoder_layers)]
     missing = [n for n in needed if n not in dense.weights]
     if missing:
         raise BundleError(f"assembled route lacks weights, e.g. {missing[:3]}")

@@ -71,6 +71,22 @@ def _ffn(spec: transformer_spec.FeedForwardSpec, w: dict[str, np.ndarray], p: st
     _norm(spec.layer_norm, w, f"{p}.norm")
 
 
+def fill_encoder(enc: transformer_spec.TransformerEncoderSpec, dense: DenseModel) -> None:
+    """The encoder's weights into its spec: a Transformer route's, or a hybrid route's
+    (``lsmt_bundle.hybrid``, where the encoder is a model of its own)."""
+    a, w = dense.architecture, dense.weights
+    enc.embeddings[0].weight = w[EMBEDDING]
+    positions = w.get(ENCODER_POSITIONS)  # LEE may add E to the table
+    if positions is None:
+        positions = sinusoid_table(a.max_positions, a.d_model)
+    enc.position_encodings.encodings = positions
+    for i, layer in enumerate(enc.layer):
+        _attention(layer.self_attention, w, f"encoder.layers.{i}.self_attn", cross=False)
+        _ffn(layer.ffn, w, f"encoder.layers.{i}.ffn")
+    if a.pre_norm:
+        _norm(enc.layer_norm, w, "encoder.final_norm")
+
+
 def build_spec(dense: DenseModel) -> transformer_spec.TransformerSpec:
     a, w = dense.architecture, dense.weights
     spec = transformer_spec.TransformerSpec.from_config(
@@ -80,12 +96,8 @@ def build_spec(dense: DenseModel) -> transformer_spec.TransformerSpec:
         activation=ACTIVATIONS[a.activation],
     )
     positions = sinusoid_table(a.max_positions, a.d_model)
-    enc, dec = spec.encoder, spec.decoder
-    enc.embeddings[0].weight = w[EMBEDDING]
-    enc.position_encodings.encodings = w.get(ENCODER_POSITIONS, positions)  # LEE may add E
-    for i, layer in enumerate(enc.layer):
-        _attention(layer.self_attention, w, f"encoder.layers.{i}.self_attn", cross=False)
-        _ffn(layer.ffn, w, f"encoder.layers.{i}.ffn")
+    fill_encoder(spec.encoder, dense)
+    dec = spec.decoder
     dec.embeddings.weight = w[DECODER_EMBEDDING]
     dec.position_encodings.encodings = w.get(DECODER_POSITIONS, positions)
     dec.projection.weight = w[OUTPUT_PROJECTION]
@@ -94,7 +106,6 @@ def build_spec(dense: DenseModel) -> transformer_spec.TransformerSpec:
         _attention(layer.attention, w, f"decoder.layers.{i}.cross_attn", cross=True)
         _ffn(layer.ffn, w, f"decoder.layers.{i}.ffn")
     if a.pre_norm:
-        _norm(enc.layer_norm, w, "encoder.final_norm")
         _norm(dec.layer_norm, w, "decoder.final_norm")
     spec.config.layer_norm_epsilon = a.layer_norm_eps
     spec.register_source_vocabulary(dense.source_vocab)

@@ -1,10 +1,11 @@
 """Built engines kept on disk, so that a route's next cold start loads instead of assembling.
 
-An entry is a CTranslate2 model directory named by the digest of everything it is built
-from: the route, the SHA-256 the manifest records for each module the route reads and for the
-tokenizer, the manifest's architecture, fusions and tag scheme, the quantization, the
-CTranslate2 version and the source of this package (assembly code that changes cannot serve
-engines built by the old one). A module changed on disk has another digest, so an engine
+An entry is an engine directory (CTranslate2's, or a hybrid engine's: ``lsmt_bundle.engines``)
+named by the digest of everything it is built from: the route, the SHA-256 the manifest
+records for each module the route reads and for the tokenizer, the manifest's architecture,
+fusions and tag scheme, the quantization, the CTranslate2 (for a hybrid also ONNX Runtime)
+version and the source of this package (assembly code that changes cannot serve engines
+built by the old one). A module changed on disk has another digest, so an engine
 built from the old one is never served. Bundles without recorded digests are not cached.
 
 Entries are written into a temporary directory beside them and renamed into place, so a
@@ -60,8 +61,16 @@ def engine_key(bundle: Bundle, src: str, tgt: str, quantization: str | None) -> 
         "ctranslate2": ctranslate2.__version__,
         "code": _code_digest(),
     }
+    if manifest.architecture.decoder_kind == "lstm":  # a hybrid's decoder graphs: ONNX Runtime's
+        parts["onnxruntime"] = _onnxruntime_version()
     blob = json.dumps(parts, sort_keys=True).encode()
     return f"{bundle.name}-{src}-{tgt}-{hashlib.sha256(blob).hexdigest()[:32]}"
+
+
+def _onnxruntime_version() -> str:
+    import onnxruntime
+
+    return str(onnxruntime.__version__)
 
 
 class EngineCache:
@@ -147,7 +156,7 @@ def cached_engine_files(
     cache_: EngineCache | None, bundle: Bundle, src: str, tgt: str, quantization: str | None
 ) -> tuple[Path | None, dict[str, bytes] | None]:
     """(the cached entry, None) on a hit; (None, the files built and stored) on a miss."""
-    from .ct2 import engine_files
+    from .engines import engine_files
 
     key = None if cache_ is None else engine_key(bundle, src, tgt, quantization)
     if cache_ is not None and key is not None:

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 from .routes import Route
 from .tags import TagScheme
@@ -31,6 +38,26 @@ class Architecture(_Strict):
     max_positions: int
     positions: Literal["sinusoid"] = "sinusoid"
     embeddings: Literal["tied"] = "tied"  # source, target and output share one matrix
+    decoder_kind: Literal["transformer", "lstm"] = "transformer"
+    """``lstm``: the hybrid of the Shallow paper, ``decoder_layers`` LSTM layers of
+    ``lstm_hidden_size`` with additive attention (``training.model.hybrid``), served by the
+    hybrid engine (``lsmt_bundle.hybrid``). Written only for hybrids, so a Transformer
+    bundle's manifest reads as it did before the field existed."""
+    lstm_hidden_size: int | None = None
+
+    @model_validator(mode="after")
+    def _lstm_size(self) -> Architecture:
+        if (self.decoder_kind == "lstm") != (self.lstm_hidden_size is not None):
+            raise ValueError("lstm_hidden_size is given exactly for an lstm decoder")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _omit_transformer_defaults(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if self.decoder_kind == "transformer" and isinstance(data, dict):
+            data.pop("decoder_kind", None)
+            data.pop("lstm_hidden_size", None)
+        return data
 
 
 class WeightGroup(_Strict):

@@ -212,8 +212,9 @@ def print_summary(
 def build_engines_main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(
         prog="python -m model_export build-engines",
-        description="Ready CTranslate2 engines for chosen routes: as model directories (--out) "
-        "or into a server's engine cache (--cache, LSMT_ENGINE_CACHE_DIR) ahead of time.",
+        description="Ready engines (CTranslate2, or hybrid ones for LSTM-decoder bundles) for "
+        "chosen routes: as model directories (--out) or into a server's engine cache "
+        "(--cache, LSMT_ENGINE_CACHE_DIR) ahead of time.",
     )
     p.add_argument("bundle", type=Path)
     p.add_argument("--routes", help="comma-separated SRC-TGT (default: every route)")
@@ -239,7 +240,7 @@ def build_engines_main(argv: list[str]) -> int:
 
 
 def write_engines(bundle: Any, routes: list, out: Path, quantization: str) -> None:
-    from lsmt_bundle.ct2 import save_engine
+    from lsmt_bundle.engines import save_engine
 
     done: dict[str, Path] = {}
     for src, tgt in routes:
@@ -252,7 +253,7 @@ def write_engines(bundle: Any, routes: list, out: Path, quantization: str) -> No
             continue
         save_engine(bundle.assemble(src, tgt), target, quantization)
         done[key] = target
-        size = (target / "model.bin").stat().st_size
+        size = sum(p.stat().st_size for p in target.iterdir() if p.is_file())
         print(f"{src}-{tgt}: {target} ({size / 1e6:.1f} MB, {quantization})")
 
 

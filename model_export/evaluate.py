@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from lsmt_bundle import Bundle, load_bundle
-from lsmt_bundle.ct2 import load_translator, translate_pieces
+from lsmt_bundle.ct2 import translate_pieces
+from lsmt_bundle.engines import load_engine
 from lsmt_core.routes import Route, route_key
 
 
@@ -75,7 +76,7 @@ def evaluate_bundle(
     for (src, tgt), rows in sorted(pairs.items()):
         key = bundle.engine_key(src, tgt)
         if key not in engines:
-            engines[key], _ = load_translator(
+            engines[key], _ = load_engine(
                 bundle.assemble(src, tgt), compute_type=compute_type, intra_threads=threads
             )
         t0 = time.perf_counter()

@@ -38,6 +38,8 @@ def architecture_of(cfg: Any) -> Architecture:
         encoder_layers=cfg.encoder_layers,
         decoder_layers=cfg.decoder_layers,
         max_positions=cfg.max_positions,
+        decoder_kind=cfg.decoder_kind,
+        lstm_hidden_size=cfg.lstm_hidden if cfg.decoder_kind == "lstm" else None,
     )
 
 

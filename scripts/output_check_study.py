@@ -27,7 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from loadtests.results import write_results
 from lsmt_bundle import load_bundle
-from lsmt_bundle.ct2 import load_translator, translate_pieces
+from lsmt_bundle.ct2 import translate_pieces
+from lsmt_bundle.engines import load_engine
 from lsmt_core.langid import LanguageDetector
 from lsmt_core.scoring import score
 from server.bundles import ServedBundle
@@ -84,7 +85,7 @@ def study_testset(
         rows = rows[:sentences]
         key = served.engine_key(src, tgt)
         if key not in engines:
-            engines[key], _ = load_translator(served.bundle.assemble(src, tgt), intra_threads=2)
+            engines[key], _ = load_engine(served.bundle.assemble(src, tgt), intra_threads=2)
         sources = [served.encode(s, src, tgt) for s, _ in rows]
         refs = [t for _, t in rows]
         for name, penalty, no_repeat in GUARDS:

@@ -47,16 +47,18 @@ Loader = Callable[[Any, str, str, Settings], tuple[Any, int]]
 
 
 def default_loader(bundle: Any, src: str, tgt: str, settings: Settings) -> tuple[Any, int]:
-    """The route's CTranslate2 translator: from the engine cache when it holds it, else
-    assembled (numpy), built, and stored in the cache for the next cold start."""
-    from lsmt_bundle.ct2 import open_translator, saved_quantization
+    """The route's engine (a CTranslate2 translator, or a hybrid engine for an LSTM-decoder
+    bundle): from the engine cache when it holds it, else assembled (numpy), built, and
+    stored in the cache for the next cold start."""
+    from lsmt_bundle.ct2 import saved_quantization
     from lsmt_bundle.engine_cache import cached_engine_files
+    from lsmt_bundle.engines import open_engine
 
     quantization = saved_quantization(settings.resolved_compute_type)
     hit, files = cached_engine_files(engine_cache(settings), bundle, src, tgt, quantization)
     model = hit if hit is not None else files
     assert model is not None
-    return open_translator(
+    return open_engine(
         model,
         device=settings.resolved_device,
         device_index=settings.device_index,

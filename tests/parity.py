@@ -1,6 +1,6 @@
-"""The parity check shared by the parity test modules: the assembled CTranslate2 engine of a
-route decodes as the PyTorch model does, token for token; and the once-per-module training of
-tiny bundle variants."""
+"""The parity check shared by the parity test modules: the assembled engine of a route (a
+CTranslate2 translator, or the hybrid engine of an LSTM-decoder model) decodes as the PyTorch
+model does, token for token; and the once-per-module training of tiny bundle variants."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import numpy as np
 import torch
 
 from lsmt_bundle import load_bundle
-from lsmt_bundle.ct2 import load_translator
+from lsmt_bundle.engines import load_engine
 from tests.bundles import TinyBundle, make_tiny_bundle
 from training.model import Route
-from training.search import greedy_search
+from training.search import greedy_search, output_mask
 
 N_SENTENCES = 6
 MAX_LEN = 48
@@ -36,15 +36,26 @@ def variant_trainer(
     return train
 
 
-def _sources(tb: TinyBundle, bundle, src: str, tgt: str) -> list[list[str]]:
+def sources_of(tb: TinyBundle, bundle, src: str, tgt: str) -> list[list[str]]:
     # Real verses the model was trained on: parity needs inputs it translates confidently.
     lines = tb.verses[src][-N_SENTENCES:]
     return [bundle.source_pieces(tb.sp.encode(line, out_type=str), src, tgt) for line in lines]
 
 
-def _torch_greedy(tb: TinyBundle, pieces: list[str], route: Route):
-    ids = torch.tensor([[tb.sp.piece_to_id(p) for p in pieces]])
-    return greedy_search(tb.model, ids, route, max_len=MAX_LEN)[0]
+def source_ids(tb: TinyBundle, pieces: list[str]) -> torch.Tensor:
+    return torch.tensor([[tb.sp.piece_to_id(p) for p in pieces]])
+
+
+def allowed_pieces(tb: TinyBundle, dense) -> torch.Tensor | None:
+    """The output mask of a route whose target vocabulary is filtered (None: the full one)."""
+    if len(dense.target_vocab) == len(dense.source_vocab):
+        return None
+    ids = [tb.sp.piece_to_id(p) for p in dense.target_vocab]
+    return output_mask(ids, tb.model.vocab_size, "cpu")
+
+
+def _torch_greedy(tb: TinyBundle, pieces: list[str], route: Route, allowed):
+    return greedy_search(tb.model, source_ids(tb, pieces), route, MAX_LEN, allowed)[0]
 
 
 def assert_engine_matches_pytorch(tiny: TinyBundle, route: tuple[str, str]) -> None:
@@ -53,12 +64,14 @@ def assert_engine_matches_pytorch(tiny: TinyBundle, route: tuple[str, str]) -> N
     not degenerate (an untrained model proves nothing)."""
     bundle = load_bundle(tiny.path)
     src, tgt = route
-    translator, _ = load_translator(bundle.assemble(src, tgt), compute_type="float32")
-    sources = _sources(tiny, bundle, src, tgt)
+    dense = bundle.assemble(src, tgt)
+    allowed = allowed_pieces(tiny, dense)
+    translator, _ = load_engine(dense, compute_type="float32")
+    sources = sources_of(tiny, bundle, src, tgt)
     results = translator.translate_batch(sources, beam_size=1, max_decoding_length=MAX_LEN)
     distinct: set[str] = set()
     for pieces, result in zip(sources, results, strict=True):
-        expected = _torch_greedy(tiny, pieces, Route(src, tgt))
+        expected = _torch_greedy(tiny, pieces, Route(src, tgt), allowed)
         got = result.hypotheses[0]
         assert [tiny.sp.piece_to_id(p) for p in got] == expected.tokens
         distinct.update(got)

@@ -40,7 +40,7 @@ def test_bench_quick_writes_every_ratio(quick_models, tmp_path):
     saved = json.loads((out / "results.json").read_text())
     assert saved["mode"] == "quick" and saved["machine"]["cpu_count"] >= 1
     items = {r["item"] for r in saved["table"]}
-    assert items == {"1", "2", "3", "4", "5", "6"}
+    assert items == {"1", "2", "3", "4", "5", "6", "7"}
     for row in saved["table"]:
         assert math.isfinite(row["ratio"]) and row["ratio"] > 0, row
         assert row["baseline_value"] > 0 and row["candidate_value"] > 0, row
@@ -52,7 +52,11 @@ def test_bench_quick_writes_every_ratio(quick_models, tmp_path):
         "batch 4, beam 1",
         "batch 4, beam 4",
     }
-    assert len({r["variant"] for r in engine_rows}) == 5
+    assert len({r["variant"] for r in engine_rows}) == 6
+    # The hybrid engine's time, split between its encoder, decoder and search, adds up.
+    for split in result["engines"]["hybrid_time_split"]:
+        shares = [split[p] for p in ("encoder", "decoder", "search")]
+        assert all(s > 0 for s in shares) and sum(shares) == pytest.approx(1.0, abs=0.05), split
     # Server: both sides decoded the same number of tokens.
     for row in result["server"]["table"]:
         if row["baseline"] == "direct":

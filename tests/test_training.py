@@ -438,3 +438,26 @@ def test_init_from_a_bundle_restores_every_weight(toy_data, tmp_path, store_dtyp
     for name, value in source.state_dict().items():
         err = (target.state_dict()[name] - value).abs().max().item()
         assert err <= tolerance * max(value.abs().max().item(), 1e-6), name
+
+
+def test_hybrid_run_from_a_transformer_trains_and_exports_a_hybrid_bundle(
+    tiny_run, toy_data, tmp_path
+):
+    """The Shallow paper's recipe end to end: a trained Transformer's decoder replaced by an
+    LSTM (``init_mode: hybrid``), trained through the CLI, exported as a hybrid bundle."""
+    from lsmt_bundle import load_bundle
+    from model_export.__main__ import main as export_main
+
+    data, tok = toy_data
+    out, bundle = tmp_path / "hybrid", tmp_path / "bundle"
+    args = ["--config", "tiny_hybrid", "--out", str(out), "--no-progress", "--max-steps", "6"]
+    sets = [f"data.dir={data}", f"data.tokenizer={tok}", f"init_from={tiny_run / 'last.pt'}"]
+    sets += ["init_mode=hybrid", "training.eval_every=0", "training.batch_tokens=512"]
+    assert train_main([*args, "--set", *sets]) == 0
+    trained = load_checkpoint(out, "last")["model"]
+    transformer = load_checkpoint(tiny_run, "last")["model"]
+    assert "decoder.layers.0.lstm.weight_hh_l0" in trained
+    assert not any(k.startswith("decoder.") and k in trained for k in transformer)
+    assert export_main(["--checkpoint", str(out), "--which", "last", "--out", str(bundle)]) == 0
+    architecture = load_bundle(bundle).manifest.architecture
+    assert (architecture.decoder_kind, architecture.lstm_hidden_size) == ("lstm", 32)

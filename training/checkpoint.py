@@ -317,6 +317,9 @@ def init_from_checkpoint(
       ``i * E' // E`` (i // 2); the D decoder layers copy the bottom D of the source's.
       Embeddings and final norms are copied as is.
 
+    - ``hybrid``: the Shallow paper's hybrid (section 3.2): everything but the decoder by
+      name, as ``copy``; the model's LSTM decoder keeps its random initialisation.
+
     ``donors`` (new language -> trained language) fill a new language's copies of the
     language-specific modules from its donor's (``training.add_language``).
 
@@ -334,6 +337,9 @@ def init_from_checkpoint(
     missing: list[str] = []
     new_state = {}
     for name, tensor in m.state_dict().items():
+        if mode == "hybrid" and name.startswith("decoder."):
+            new_state[name] = tensor  # the new decoder starts at random (Shallow paper 3.2)
+            continue
         cand = _source_name(name, mode, n_enc, n_dec)
         for c in (donor_name(cand, donors or {}), cand, shared_name(cand)):
             if c in state and state[c].shape == tensor.shape:
@@ -364,8 +370,14 @@ def _init_checkpoint(source: Path | str) -> dict[str, Any]:
 
 def _check_init(model: nn.Module, src_cfg: ModelConfig, src_vocab_size: int, mode: str) -> None:
     """Refuse an initialisation that cannot fill ``model`` (a clear error, not a shape one)."""
-    if mode not in ("copy", "shallow"):
-        raise ValueError(f"unknown init mode {mode!r} (copy | shallow)")
+    if mode not in ("copy", "shallow", "hybrid"):
+        raise ValueError(f"unknown init mode {mode!r} (copy | shallow | hybrid)")
+    if (mode == "hybrid") != (model.cfg.decoder_kind == "lstm" and src_cfg.decoder_kind != "lstm"):
+        raise ValueError(
+            "init mode hybrid starts an LSTM-decoder model from a Transformer-decoder one; "
+            f"here the model's decoder is {model.cfg.decoder_kind}, the checkpoint's "
+            f"{src_cfg.decoder_kind} (use copy between models of one decoder kind)"
+        )
     if mode == "shallow" and model.cfg.decoder_layers > src_cfg.decoder_layers:
         raise ValueError(
             f"shallow init keeps the bottom decoder layers: the target has "

@@ -141,10 +141,11 @@ class Recipe(_Strict):
     training: TrainingConfig = Field(default_factory=TrainingConfig)
     init_from: Path | None = None
     """Initialise the model from this checkpoint (run dir or .pt) before training."""
-    init_mode: Literal["copy", "shallow"] = "copy"
+    init_mode: Literal["copy", "shallow", "hybrid"] = "copy"
     """copy: same architecture, by parameter name (a dense tensor also fills every language's
     copy of a language-specific module); shallow: 12-2 from 6-6 (encoder layer i <- i//2,
-    bottom decoder layers kept), see ``training.checkpoint.init_from_checkpoint``."""
+    bottom decoder layers kept); hybrid: an LSTM-decoder model from a Transformer (all but
+    the decoder copied), see ``training.checkpoint.init_from_checkpoint``."""
     add_languages: AddLanguagesConfig | None = None
     """Train only new languages on top of ``init_from`` (``training.add_language``)."""
 

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 import torch
 
 from .model import Route, Seq2SeqTransformer
-from .model.transformer import LayerCache
 
 BOS_ID, EOS_ID, PAD_ID = 2, 3, 0
 
@@ -43,13 +42,6 @@ def _log_probs(logits: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tens
     if allowed is not None:
         logits = logits.masked_fill(~allowed, float("-inf"))
     return torch.log_softmax(logits.float(), dim=-1)
-
-
-def _reorder(cache: list[LayerCache], index: torch.Tensor) -> None:
-    for layer in cache:
-        for part in layer.values():
-            for key in part:
-                part[key] = part[key].index_select(0, index)
 
 
 @torch.no_grad()
@@ -155,7 +147,7 @@ def beam_search(
         step_lps = torch.cat([step_lps[origin], chosen_lp[:, None]], dim=1)
         scores = new_scores
         if cache is not None:
-            _reorder(cache, origin)
+            model.reorder_cache(cache, origin)
     results = []
     for i in range(b):
         if not finished[i]:  # max_len reached: fall back to the best live beam

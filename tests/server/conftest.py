@@ -25,10 +25,12 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 LANGUAGES = ("de", "en", "fr")
 BUNDLE_KW = dict(model_overrides={"decoder_sharing": "separate"}, steps=300, name="tiny")
+# The Shallow paper's hybrid (Transformer encoder, LSTM decoder): served by the hybrid engine.
+HYBRID_KW = dict(model_overrides={"decoder_kind": "lstm"}, steps=300, name="tiny-hybrid")
 
 
-def _source_hash() -> str:
-    h = hashlib.sha256(repr(sorted(BUNDLE_KW.items())).encode())
+def _source_hash(kw: dict[str, Any]) -> str:
+    h = hashlib.sha256(repr(sorted(kw.items())).encode())
     # What decides the bundle on disk: its format (manifest, tags), the exporter and the
     # recipe in tests/bundles.py. Training internals are covered by the parity tests.
     files = [ROOT / "tests" / "bundles.py"]
@@ -45,8 +47,19 @@ def _source_hash() -> str:
 def tiny_bundle(request) -> Path:
     """Path of a real tiny bundle (languages de, en, fr; all six routes; one engine per
     target language). Treat as read-only; copy it before changing it."""
+    return _cached_bundle(request, BUNDLE_KW)
+
+
+@pytest.fixture(scope="session")
+def hybrid_bundle(request) -> Path:
+    """Path of a real tiny hybrid bundle (LSTM decoder; de, en, fr). Read-only."""
+    return _cached_bundle(request, HYBRID_KW)
+
+
+def _cached_bundle(request, kw: dict[str, Any]) -> Path:
+    """A tiny bundle trained with ``kw`` once and kept in pytest's cache directory."""
     cache_root = Path(request.config.cache.mkdir("lsmt-server-bundles"))
-    out = cache_root / _source_hash()
+    out = cache_root / _source_hash(kw)
     bundle = out / "bundle"
     if os.environ.get("LSMT_TEST_REBUILD_BUNDLE") == "1" and out.exists():
         shutil.rmtree(out)
@@ -55,7 +68,7 @@ def tiny_bundle(request) -> Path:
 
         tmp = cache_root / f"{out.name}.tmp{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
-        make_tiny_bundle(tmp, languages=LANGUAGES, **BUNDLE_KW)
+        make_tiny_bundle(tmp, languages=LANGUAGES, **kw)
         shutil.rmtree(out, ignore_errors=True)
         tmp.rename(out)
     return bundle

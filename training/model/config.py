@@ -136,6 +136,12 @@ class ModelConfig(BaseModel):
     laa: LAAConfig = Field(default_factory=LAAConfig)
     sparse: SparseConfig | None = None
     """Adaptive sparse sub-networks per language (``training.model.sparse``); None = dense."""
+    decoder_kind: Literal["transformer", "lstm"] = "transformer"
+    """``lstm``: the hybrid of the Shallow paper (section 3.2, Appendix A.2), a Transformer
+    encoder with ``decoder_layers`` LSTM layers and single-head additive attention
+    (``training.model.hybrid``); start it from a trained Transformer (``init_mode: hybrid``)."""
+    lstm_hidden_size: int | None = Field(default=None, ge=2)
+    """The LSTM decoder's hidden size; None = d_model."""
 
     @model_validator(mode="after")
     def _check(self) -> ModelConfig:
@@ -159,11 +165,27 @@ class ModelConfig(BaseModel):
             raise ValueError("lms cannot be combined with LSL layers or separate decoders")
         if (self.laa.places or self.laa.lee_points) and (lsl or self.decoder_sharing == "separate"):
             raise ValueError("laa/lee cannot be combined with LSL layers or separate decoders")
+        if self.decoder_kind == "lstm":
+            self._check_lstm(ls)
+        elif self.lstm_hidden_size is not None:
+            raise ValueError("lstm_hidden_size is set but decoder_kind is not lstm")
         if self.sparse is not None:
             if self.lms.rank or self.laa.places or self.laa.lee_points:
                 raise ValueError("sparse cannot be combined with lms, laa or lee (not supported)")
             self._check_sparse_budgets(self.sparse)
         return self
+
+    @property
+    def lstm_hidden(self) -> int:
+        """The LSTM decoder's hidden size (``lstm_hidden_size`` or d_model)."""
+        return self.lstm_hidden_size or self.d_model
+
+    def _check_lstm(self, ls: LanguageSpecificConfig) -> None:
+        """The hybrid decoder has no Transformer blocks for the decoder-side methods."""
+        if ls.decoder_src or ls.decoder_tgt:
+            raise ValueError("decoder_kind lstm: no decoder LSL layers (use decoder_sharing)")
+        if self.lms.rank or self.laa.places or self.laa.lee_points or self.sparse is not None:
+            raise ValueError("decoder_kind lstm cannot be combined with lms, laa, lee or sparse")
 
     def _check_sparse_budgets(self, sparse: SparseConfig) -> None:
         """The sparse budgets within this model's sizes."""

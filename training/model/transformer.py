@@ -257,10 +257,7 @@ class Seq2SeqTransformer(nn.Module):
         self.embed_scale = math.sqrt(cfg.d_model)
         self.embed_dropout = nn.Dropout(cfg.dropout)
         self.encoder = Encoder(blocks)
-        if cfg.decoder_sharing == "separate":
-            self.decoder = LanguageSpecific(lambda: Decoder(blocks, False), self.languages, "tgt")
-        else:
-            self.decoder = Decoder(blocks)
+        self.decoder = self._build_decoder(blocks)
         # Language-conditioned terms (LMS, LAA, LEE): hooks that read the call's `cond`.
         self.lms_linears = attach_lms(self, cfg.lms, self.languages)
         attach_laa(self, cfg.laa, self.languages)
@@ -268,6 +265,12 @@ class Seq2SeqTransformer(nn.Module):
         # evaluation and search run one, `lms_path` (the language-specific one by default).
         self.training_paths = (LS_PATH, SHARED_PATH) if cfg.lms.fuse_distill else (LS_PATH,)
         self.lms_path = LS_PATH
+
+    def _build_decoder(self, blocks: _Blocks) -> nn.Module:
+        """The decoder: one shared, or one per target language (``decoder_sharing``)."""
+        if self.cfg.decoder_sharing == "separate":
+            return LanguageSpecific(lambda: Decoder(blocks, False), self.languages, "tgt")
+        return Decoder(blocks)
 
     # -- pieces used by training, search and export -------------------------------------------
     def embed(self, ids: torch.Tensor, offset: int = 0) -> torch.Tensor:
@@ -336,6 +339,13 @@ class Seq2SeqTransformer(nn.Module):
 
     def new_cache(self) -> list[LayerCache]:
         return [{"self": {}, "cross": {}} for _ in range(self.cfg.decoder_layers)]
+
+    def reorder_cache(self, cache: list[LayerCache], index: torch.Tensor) -> None:
+        """Keep the cache rows ``index`` (beam search's surviving hypotheses), in place."""
+        for layer in cache:
+            for part in layer.values():
+                for key in part:
+                    part[key] = part[key].index_select(0, index)
 
     def forward(
         self,

@@ -1,0 +1,49 @@
+"""Engine kinds behind one interface: a route's dense model -> the engine that serves it.
+
+A Transformer route becomes a CTranslate2 ``Translator`` (``lsmt_bundle.ct2``); a hybrid route
+(LSTM decoder, ``architecture.decoder_kind == "lstm"``) a ``HybridTranslator``
+(``lsmt_bundle.hybrid``). Both are a directory of files (so the engine cache stores either) and
+both answer ``translate_batch``, so the server, the evaluation and the benchmarks call these
+functions and never ask which kind a route has.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from . import ct2, hybrid
+from .dense import DenseModel
+
+
+def engine_files(dense: DenseModel, quantization: str | None = "int8") -> dict[str, bytes]:
+    """The files of the route's engine, as bytes."""
+    if dense.architecture.decoder_kind == "lstm":
+        return hybrid.engine_files(dense, quantization)
+    return ct2.engine_files(dense, quantization)
+
+
+def save_engine(dense: DenseModel, out_dir: str | Path, quantization: str | None = "int8") -> Path:
+    """Write a ready engine directory (what :func:`open_engine` opens)."""
+    if dense.architecture.decoder_kind != "lstm":
+        return ct2.save_engine(dense, out_dir, quantization)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, data in hybrid.engine_files(dense, quantization).items():
+        (out / name).write_bytes(data)
+    return out
+
+
+def open_engine(model: Path | dict[str, bytes], **options: Any) -> tuple[Any, int]:
+    """The engine of a directory or of its files in memory, and its weights' bytes;
+    ``options`` are :func:`lsmt_bundle.ct2.open_translator`'s."""
+    if hybrid.is_hybrid(model):
+        options.pop("name", None)
+        return hybrid.open_hybrid(model, **options)
+    return ct2.open_translator(model, **options)
+
+
+def load_engine(dense: DenseModel, compute_type: str = "int8", **options: Any) -> tuple[Any, int]:
+    """The route's engine built in memory, and its weights' bytes."""
+    files = engine_files(dense, ct2.saved_quantization(compute_type))
+    return open_engine(files, compute_type=compute_type, **options)
