@@ -15,7 +15,7 @@ from lsmt_core.manifest import Manifest
 from lsmt_core.routes import Route
 from lsmt_core.tags import tag_source
 
-from .assembly import assemble
+from .assembly import assemble, keeps_int8
 from .dense import DenseModel, Weights
 from .errors import BundleError
 from .storage import decode
@@ -62,9 +62,10 @@ class Bundle:
     def source_pieces(self, pieces: list[str], src: str, tgt: str) -> list[str]:
         return tag_source(self.manifest.tag_scheme, pieces, src, tgt)
 
-    def read_module(self, name: str) -> Weights:
-        """A module's weights (float32, decoded), after checking its recorded size and
-        checksum: a corrupted module fails loudly instead of serving garbage."""
+    def read_module(self, name: str, keep_int8: bool = False) -> Weights:
+        """A module's weights (float32, decoded; int8 ones kept with their scales if
+        ``keep_int8``), after checking its recorded size and checksum: a corrupted module
+        fails loudly instead of serving garbage."""
         path = module_path(self.path, name)
         try:
             data = path.read_bytes()
@@ -72,7 +73,7 @@ class Bundle:
             raise BundleError(f"module {name} missing: {path}") from exc
         check_digest(self.manifest, path.relative_to(self.path).as_posix(), data)
         try:
-            return decode(load(data))
+            return decode(load(data), keep_int8)
         except Exception as exc:  # safetensors raises several types for corrupt files
             raise BundleError(f"module {name} unreadable ({path}): {exc}") from exc
 
@@ -102,11 +103,15 @@ class Bundle:
             return str(exc).split(": ", 1)[1]
         return "ok"
 
-    def assemble(self, src: str, tgt: str) -> DenseModel:
-        """Dense float32 weights for one route: read its modules, select, apply fusions
-        (:func:`lsmt_bundle.assembly.assemble`)."""
+    def assemble(self, src: str, tgt: str, keep_int8: bool = False) -> DenseModel:
+        """Dense weights for one route: read its modules, select, apply fusions
+        (:func:`lsmt_bundle.assembly.assemble`). float32, unless ``keep_int8`` and the
+        route can keep the bundle's int8 weights as they are (:func:`keeps_int8`): an int8
+        engine is then built without a float32 round trip."""
         self.check_route(src, tgt)
-        modules = {name: self.read_module(name) for name in self.modules_for(src, tgt)}
+        keep = keep_int8 and keeps_int8(self.manifest)
+        names = self.modules_for(src, tgt)
+        modules = {name: self.read_module(name, keep) for name in names}
         return assemble(self.manifest, self.pieces, modules)
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import ctranslate2
 import numpy as np
-from ctranslate2.specs import attention_spec, common_spec, transformer_spec
+from ctranslate2.specs import attention_spec, common_spec, model_spec, transformer_spec
 
 from lsmt_core.positions import sinusoid_table
 
@@ -22,6 +22,9 @@ from .dense import (
 )
 
 ACTIVATIONS = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU}
+# Engine quantizations that take a route's stored int8 weights as they are (int8 weights,
+# float32 scales and activations).
+INT8_AS_STORED = {"int8", "int8_float32"}
 # Quantizations a saved model may carry; others (e.g. "auto") are chosen at load time.
 SAVE_QUANTIZATIONS = {
     "int8",
@@ -35,56 +38,73 @@ SAVE_QUANTIZATIONS = {
 }
 
 
-def _linear(spec: common_spec.LinearSpec, w: dict[str, np.ndarray], prefix: str) -> None:
-    spec.weight = w[f"{prefix}.weight"]
-    spec.bias = w[f"{prefix}.bias"]
+def _weight(spec: Any, dense: DenseModel, names: list[str]) -> None:
+    """``spec.weight``: the rows of ``names`` one after the other. An int8 weight (a route
+    assembled in its stored precision) goes in as it is, with CTranslate2's scale per row:
+    the factor that maps a row to int8, the inverse of the bundle's."""
+    w, scales = dense.weights, dense.row_scales
+    spec.weight = np.concatenate([w[n] for n in names]) if len(names) > 1 else w[names[0]]
+    if names[0] in scales:
+        spec.weight_scale = _ct2_scale(
+            spec.weight, np.concatenate([scales[n] for n in names]).reshape(-1)
+        )
 
 
-def _fused_linear(
-    spec: common_spec.LinearSpec, w: dict[str, np.ndarray], prefixes: list[str]
-) -> None:
-    spec.weight = np.concatenate([w[f"{p}.weight"] for p in prefixes])
-    spec.bias = np.concatenate([w[f"{p}.bias"] for p in prefixes])
+def _ct2_scale(rows: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """CTranslate2's scale of int8 ``rows`` whose float value is ``rows * scale``. A row
+    that reaches 127 gets the very float32 CTranslate2 computes when it quantizes that float
+    value itself (127 / max |value|: the engine is then the same, byte for byte); any other
+    row (all zero) the exact inverse."""
+    peak = np.abs(rows).max(axis=1).astype(np.float32)
+    with np.errstate(divide="ignore"):  # all-zero rows: the other branch
+        quantizer = np.float32(127.0) / (peak * scale)
+    return np.where(peak == 127, quantizer, np.float32(1.0) / scale).astype(np.float32)
 
 
-def _norm(spec: common_spec.LayerNormSpec, w: dict[str, np.ndarray], prefix: str) -> None:
-    spec.gamma = w[f"{prefix}.weight"]
-    spec.beta = w[f"{prefix}.bias"]
+def _linear(spec: common_spec.LinearSpec, dense: DenseModel, prefixes: list[str]) -> None:
+    """A linear layer from one or more (fused: q|k|v) of ours."""
+    _weight(spec, dense, [f"{p}.weight" for p in prefixes])
+    spec.bias = np.concatenate([dense.weights[f"{p}.bias"] for p in prefixes])
+
+
+def _norm(spec: common_spec.LayerNormSpec, dense: DenseModel, prefix: str) -> None:
+    spec.gamma = dense.weights[f"{prefix}.weight"]
+    spec.beta = dense.weights[f"{prefix}.bias"]
 
 
 def _attention(
-    spec: attention_spec.MultiHeadAttentionSpec, w: dict[str, np.ndarray], p: str, cross: bool
+    spec: attention_spec.MultiHeadAttentionSpec, dense: DenseModel, p: str, cross: bool
 ) -> None:
     """CT2 self-attention: linear[0] = q|k|v; cross-attention: linear[0] = q, linear[1] = k|v."""
     if cross:
-        _linear(spec.linear[0], w, f"{p}.q_proj")
-        _fused_linear(spec.linear[1], w, [f"{p}.k_proj", f"{p}.v_proj"])
+        _linear(spec.linear[0], dense, [f"{p}.q_proj"])
+        _linear(spec.linear[1], dense, [f"{p}.k_proj", f"{p}.v_proj"])
     else:
-        _fused_linear(spec.linear[0], w, [f"{p}.q_proj", f"{p}.k_proj", f"{p}.v_proj"])
-    _linear(spec.linear[-1], w, f"{p}.out_proj")
-    _norm(spec.layer_norm, w, f"{p}.norm")
+        _linear(spec.linear[0], dense, [f"{p}.q_proj", f"{p}.k_proj", f"{p}.v_proj"])
+    _linear(spec.linear[-1], dense, [f"{p}.out_proj"])
+    _norm(spec.layer_norm, dense, f"{p}.norm")
 
 
-def _ffn(spec: transformer_spec.FeedForwardSpec, w: dict[str, np.ndarray], p: str) -> None:
-    _linear(spec.linear_0, w, f"{p}.fc1")
-    _linear(spec.linear_1, w, f"{p}.fc2")
-    _norm(spec.layer_norm, w, f"{p}.norm")
+def _ffn(spec: transformer_spec.FeedForwardSpec, dense: DenseModel, p: str) -> None:
+    _linear(spec.linear_0, dense, [f"{p}.fc1"])
+    _linear(spec.linear_1, dense, [f"{p}.fc2"])
+    _norm(spec.layer_norm, dense, f"{p}.norm")
 
 
 def fill_encoder(enc: transformer_spec.TransformerEncoderSpec, dense: DenseModel) -> None:
     """The encoder's weights into its spec: a Transformer route's, or a hybrid route's
     (``lsmt_bundle.hybrid``, where the encoder is a model of its own)."""
     a, w = dense.architecture, dense.weights
-    enc.embeddings[0].weight = w[EMBEDDING]
+    _weight(enc.embeddings[0], dense, [EMBEDDING])
     positions = w.get(ENCODER_POSITIONS)  # LEE may add E to the table
     if positions is None:
         positions = sinusoid_table(a.max_positions, a.d_model)
     enc.position_encodings.encodings = positions
     for i, layer in enumerate(enc.layer):
-        _attention(layer.self_attention, w, f"encoder.layers.{i}.self_attn", cross=False)
-        _ffn(layer.ffn, w, f"encoder.layers.{i}.ffn")
+        _attention(layer.self_attention, dense, f"encoder.layers.{i}.self_attn", cross=False)
+        _ffn(layer.ffn, dense, f"encoder.layers.{i}.ffn")
     if a.pre_norm:
-        _norm(enc.layer_norm, w, "encoder.final_norm")
+        _norm(enc.layer_norm, dense, "encoder.final_norm")
 
 
 def build_spec(dense: DenseModel) -> transformer_spec.TransformerSpec:
@@ -98,15 +118,19 @@ def build_spec(dense: DenseModel) -> transformer_spec.TransformerSpec:
     positions = sinusoid_table(a.max_positions, a.d_model)
     fill_encoder(spec.encoder, dense)
     dec = spec.decoder
-    dec.embeddings.weight = w[DECODER_EMBEDDING]
+    _weight(dec.embeddings, dense, [DECODER_EMBEDDING])
     dec.position_encodings.encodings = w.get(DECODER_POSITIONS, positions)
-    dec.projection.weight = w[OUTPUT_PROJECTION]
+    _weight(dec.projection, dense, [OUTPUT_PROJECTION])
+    if w[OUTPUT_PROJECTION] is w[DECODER_EMBEDDING] and OUTPUT_PROJECTION in dense.row_scales:
+        # Tied: CTranslate2 stores the projection as an alias of the embedding, whose scale
+        # it reads, as it does for a model it quantized itself (the same engine, byte for byte).
+        dec.projection.weight_scale = model_spec.OPTIONAL
     for i, layer in enumerate(dec.layer):
-        _attention(layer.self_attention, w, f"decoder.layers.{i}.self_attn", cross=False)
-        _attention(layer.attention, w, f"decoder.layers.{i}.cross_attn", cross=True)
-        _ffn(layer.ffn, w, f"decoder.layers.{i}.ffn")
+        _attention(layer.self_attention, dense, f"decoder.layers.{i}.self_attn", cross=False)
+        _attention(layer.attention, dense, f"decoder.layers.{i}.cross_attn", cross=True)
+        _ffn(layer.ffn, dense, f"decoder.layers.{i}.ffn")
     if a.pre_norm:
-        _norm(dec.layer_norm, w, "decoder.final_norm")
+        _norm(dec.layer_norm, dense, "decoder.final_norm")
     spec.config.layer_norm_epsilon = a.layer_norm_eps
     spec.register_source_vocabulary(dense.source_vocab)
     spec.register_target_vocabulary(dense.target_vocab)
@@ -115,16 +139,40 @@ def build_spec(dense: DenseModel) -> transformer_spec.TransformerSpec:
 
 
 def save_engine(dense: DenseModel, out_dir: str | Path, quantization: str | None = "int8") -> Path:
-    """Write a ready CTranslate2 model directory (``ctranslate2.Translator(out_dir)``)."""
+    """Write a ready CTranslate2 model directory (``ctranslate2.Translator(out_dir)``).
+
+    A route assembled in int8 (``dense.row_scales``) keeps its int8 weights when the engine
+    is int8 with float32 activations (CPU): CTranslate2 would quantize the dequantized rows
+    back to the same integers and scales (both scale each row by its largest value), so only
+    the other weights are quantized. For any other quantization the route is made float32
+    first."""
+    if dense.row_scales and quantization not in INT8_AS_STORED:
+        dense.dequantize()
     spec = build_spec(dense)
     if quantization is not None:
         if quantization not in SAVE_QUANTIZATIONS:
             raise ValueError(f"quantization {quantization!r} not in {sorted(SAVE_QUANTIZATIONS)}")
-        spec.optimize(quantization=quantization)
+        optimize_spec(spec, quantization)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     spec.save(str(out))
     return out
+
+
+def optimize_spec(spec: transformer_spec.TransformerSpec, quantization: str) -> None:
+    """``spec.optimize(quantization)``, leaving weights that are int8 already as they are:
+    CTranslate2's own pass would compute a new scale from the integers (replacing the one
+    given). It is ``optimize``'s two steps with a filter (CTranslate2 4.8's ``_quantize``
+    takes one), pinned with the package version."""
+    done: set[str] = set()
+
+    def find_int8(_: Any, name: str, value: Any) -> None:
+        if getattr(value, "dtype", None) == "int8":
+            done.add(name)
+
+    spec._visit(find_int8)
+    spec._alias_variables()
+    spec._quantize(quantization, variable_filter=lambda name: name not in done)
 
 
 def engine_files(dense: DenseModel, quantization: str | None = "int8") -> dict[str, bytes]:

@@ -27,13 +27,24 @@ DECODER_POSITIONS = "decoder.positions"
 
 @dataclass
 class DenseModel:
-    """One route's plain Transformer: what an engine is built from."""
+    """One route's plain Transformer: what an engine is built from.
+
+    A weight named in ``row_scales`` is still the bundle's int8 (a route assembled in its
+    stored precision, ``Bundle.assemble(..., keep_int8=True)``): its float value is each row
+    times its scale. Every other weight is float32."""
 
     architecture: Architecture
     weights: Weights
     source_vocab: list[str]
     target_vocab: list[str]
     modules: list[str] = field(default_factory=list)  # the modules it was assembled from
+    row_scales: Weights = field(default_factory=dict)
+
+    def dequantize(self) -> None:
+        """Every weight in float32 (in place)."""
+        for name, scale in self.row_scales.items():
+            self.weights[name] = self.weights[name].astype(np.float32) * scale
+        self.row_scales = {}
 
 
 def take_input(dense: DenseModel, name: str) -> np.ndarray:

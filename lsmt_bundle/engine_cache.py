@@ -156,14 +156,14 @@ def cached_engine_files(
     cache_: EngineCache | None, bundle: Bundle, src: str, tgt: str, quantization: str | None
 ) -> tuple[Path | None, dict[str, bytes] | None]:
     """(the cached entry, None) on a hit; (None, the files built and stored) on a miss."""
-    from .engines import engine_files
+    from .engines import route_engine_files
 
     key = None if cache_ is None else engine_key(bundle, src, tgt, quantization)
     if cache_ is not None and key is not None:
         hit = cache_.get(key)
         if hit is not None:
             return hit, None
-    files = engine_files(bundle.assemble(src, tgt), quantization)
+    files = route_engine_files(bundle, src, tgt, quantization)
     if cache_ is not None and key is not None:
         cache_.put(key, files)
     return None, files

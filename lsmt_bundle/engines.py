@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from . import ct2, hybrid
+from .bundle import Bundle
 from .dense import DenseModel
 
 
@@ -21,6 +22,15 @@ def engine_files(dense: DenseModel, quantization: str | None = "int8") -> dict[s
     if dense.architecture.decoder_kind == "lstm":
         return hybrid.engine_files(dense, quantization)
     return ct2.engine_files(dense, quantization)
+
+
+def route_engine_files(
+    bundle: Bundle, src: str, tgt: str, quantization: str | None = "int8"
+) -> dict[str, bytes]:
+    """The route's engine files, assembled in the bundle's stored int8 where the engine's
+    quantization allows it (no float32 round trip: ``lsmt_bundle.ct2.INT8_AS_STORED``)."""
+    keep_int8 = quantization in ct2.INT8_AS_STORED
+    return engine_files(bundle.assemble(src, tgt, keep_int8=keep_int8), quantization)
 
 
 def save_engine(dense: DenseModel, out_dir: str | Path, quantization: str | None = "int8") -> Path:

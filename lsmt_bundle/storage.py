@@ -30,14 +30,19 @@ def encode(weights: dict[str, np.ndarray], store_dtype: str) -> dict[str, np.nda
     return out
 
 
-def decode(stored: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """float32 weights (integer tensors unchanged); int8 rows are multiplied by their scale."""
+def decode(stored: dict[str, np.ndarray], keep_int8: bool = False) -> dict[str, np.ndarray]:
+    """float32 weights (integer tensors unchanged); int8 rows are multiplied by their scale,
+    unless ``keep_int8``: then they stay int8, next to their scales (``<name>.int8_scale``)."""
     out: dict[str, np.ndarray] = {}
     for name, value in stored.items():
         if name.endswith(SCALE_SUFFIX):
+            if keep_int8:
+                out[name] = value
             continue
         scale = stored.get(name + SCALE_SUFFIX)
-        if scale is not None:
+        if scale is not None and keep_int8:
+            out[name] = value
+        elif scale is not None:
             out[name] = value.astype(np.float32) * scale
         elif np.issubdtype(value.dtype, np.floating):
             out[name] = value.astype(np.float32, copy=False)

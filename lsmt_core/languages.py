@@ -163,3 +163,9 @@ def resolve_editions(lang: str, choice: str | None = None) -> tuple[Edition, tup
         known = ", ".join(f"{ed.code} ({ed.name} {ed.year})" for ed in every)
         raise ValueError(f"{lang} has no edition {choice!r}; its editions: {known}")
     return chosen[0], tuple(ed for ed in every if ed.code != choice)
+
+
+def language_name(code: str) -> str:
+    """The language's English name (its code when the table does not know it)."""
+    edition = LANGUAGE_EDITIONS.get(code)
+    return edition.name if edition else code

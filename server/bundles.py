@@ -14,15 +14,12 @@ from typing import Any
 
 import sentencepiece as spm
 
-from lsmt_core.languages import LANGUAGE_EDITIONS
+from lsmt_core.languages import LANGUAGE_EDITIONS, language_name
 from lsmt_core.routes import Route
 from lsmt_core.tags import QUALITY_TAGS, lang_tag
 from lsmt_core.text import normalize_text
 
-
-def language_name(code: str) -> str:
-    edition = LANGUAGE_EDITIONS.get(code)
-    return edition.name if edition else code
+__all__ = ["ServedBundle", "language_name", "load_served_bundle"]
 
 
 class ServedBundle:

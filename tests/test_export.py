@@ -214,3 +214,34 @@ def test_bundle_evaluation_records_and_applies_the_decoding_guards(added_languag
     assert outs["off"]["repetition_penalty"] == 1.0 and outs["off"]["no_repeat_ngram_size"] == 0
     assert outs["on"]["repetition_penalty"] == 1.5 and outs["on"]["no_repeat_ngram_size"] == 2
     assert outs["on"]["directions"]["en-fr"]["chrf"] != outs["off"]["directions"]["en-fr"]["chrf"]
+
+
+def test_int8_routes_build_their_engine_without_a_float32_round_trip():
+    """A route of an int8 bundle assembled in its stored int8 (no dequantise/requantise)
+    builds the engine the float32 path builds, byte for byte: the shipped default model, LSL
+    with per-target vocabularies; other quantizations and fusions that compute on weights
+    take the float32 path."""
+    from pathlib import Path
+
+    from lsmt_bundle import ct2
+    from lsmt_bundle.assembly import keeps_int8
+    from lsmt_bundle.dense import EMBEDDING, OUTPUT_PROJECTION
+    from lsmt_core.manifest import LowRankSum
+
+    bundle = load_bundle(Path(__file__).resolve().parents[1] / "models" / "default")
+    assert bundle.manifest.store_dtype == "int8" and keeps_int8(bundle.manifest)
+    for route in [("en", "fr"), ("ar", "es")]:
+        as_stored = bundle.assemble(*route, keep_int8=True)
+        assert as_stored.weights[EMBEDDING].dtype == np.int8
+        # the per-target vocabulary slice took whole int8 rows, and their scales
+        rows = len(as_stored.target_vocab)
+        assert as_stored.row_scales[OUTPUT_PROJECTION].shape[0] == rows
+        built = ct2.engine_files(as_stored, "int8")["model.bin"]
+        assert built == ct2.engine_files(bundle.assemble(*route), "int8")["model.bin"]
+    fp16 = ct2.engine_files(bundle.assemble("en", "fr", keep_int8=True), "int8_float16")
+    assert (
+        fp16["model.bin"]
+        == ct2.engine_files(bundle.assemble("en", "fr"), "int8_float16")["model.bin"]
+    )
+    lms = bundle.manifest.model_copy(update={"fusions": [LowRankSum(linears=["x"])]})
+    assert not keeps_int8(lms)

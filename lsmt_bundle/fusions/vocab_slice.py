@@ -1,6 +1,6 @@
 """``vocab_slice`` (per-target vocabulary filtering, Shallow paper): the decoder embedding and
 the output projection become the rows of the tied embedding at the target's vocabulary ids,
-and the engine's target vocabulary the matching pieces."""
+and the engine's target vocabulary the matching pieces. Whole rows: int8 rows stay int8."""
 
 from __future__ import annotations
 
@@ -23,4 +23,7 @@ def vocab_slice(dense: DenseModel, rule: Fusion, extras: dict[Index, Weights]) -
     rows = dense.weights[EMBEDDING][ids]
     dense.weights[DECODER_EMBEDDING] = rows
     dense.weights[OUTPUT_PROJECTION] = rows
+    scale = dense.row_scales.get(EMBEDDING)
+    if scale is not None:  # int8 rows keep their scales
+        dense.row_scales[DECODER_EMBEDDING] = dense.row_scales[OUTPUT_PROJECTION] = scale[ids]
     dense.target_vocab = [dense.source_vocab[i] for i in ids]
