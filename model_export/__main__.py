@@ -240,6 +240,7 @@ def build_engines_main(argv: list[str]) -> int:
 
 
 def write_engines(bundle: Any, routes: list, out: Path, quantization: str) -> None:
+    from lsmt_bundle.ct2 import INT8_AS_STORED
     from lsmt_bundle.engines import save_engine
 
     done: dict[str, Path] = {}
@@ -251,7 +252,8 @@ def write_engines(bundle: Any, routes: list, out: Path, quantization: str) -> No
             target.symlink_to(done[key].name, target_is_directory=True)
             print(f"{src}-{tgt}: same engine as {done[key].name} (symlink)")
             continue
-        save_engine(bundle.assemble(src, tgt), target, quantization)
+        dense = bundle.assemble(src, tgt, keep_int8=quantization in INT8_AS_STORED)
+        save_engine(dense, target, quantization)
         done[key] = target
         size = sum(p.stat().st_size for p in target.iterdir() if p.is_file())
         print(f"{src}-{tgt}: {target} ({size / 1e6:.1f} MB, {quantization})")
@@ -344,8 +346,33 @@ def checkpoint_main(argv: list[str]) -> int:
     return 0
 
 
+def argos_main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m model_export argos",
+        description="Write routes of a bundle as Argos Translate packages (.argosmodel), one "
+        "per route, for argostranslate and LibreTranslate (docs/export.md).",
+    )
+    p.add_argument("bundle", type=Path)
+    p.add_argument("--routes", help="comma-separated SRC-TGT (default: every route)")
+    p.add_argument("--out", required=True, type=Path, help="directory for the packages")
+    p.add_argument("--quantization", default="int8", help="the models' CTranslate2 quantization")
+    args = p.parse_args(argv)
+    from .argos import ArgosExportError, write_argos_package
+
+    try:
+        bundle = load_bundle(args.bundle)
+        for src, tgt in parse_routes(args.routes) or bundle.routes:
+            path = write_argos_package(bundle, src, tgt, args.out, args.quantization)
+            print(f"{src}-{tgt}: {path} ({path.stat().st_size / 1e6:.1f} MB)")
+    except (BundleError, ArgosExportError) as exc:
+        raise SystemExit(f"error: {exc}") from exc
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "argos":
+        return argos_main(argv[1:])
     if argv and argv[0] == "checkpoint":
         return checkpoint_main(argv[1:])
     if argv and argv[0] == "build-engines":
