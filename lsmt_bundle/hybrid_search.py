@@ -108,25 +108,25 @@ def beam_search(
         n = min(2 * k, k * vocab)  # room for beams that finish
         top = np.argpartition(-total, n - 1, axis=1)[:, :n]
         top = np.take_along_axis(top, np.argsort(-np.take_along_axis(total, top, 1), 1), 1)
+        # The candidates in order: the k best that go on become the beams; one that ends is
+        # finished if it ranks before the k-th that goes on (the PyTorch loop's break).
+        cand = np.take_along_axis(total, top, 1)
+        rows_of, tok = np.arange(a)[:, None] * k + top // vocab, top % vocab
+        ends = (cand > -np.inf) & (tok == eos)
+        goes_on = (cand > -np.inf) & (tok != eos)
+        ahead = np.cumsum(goes_on, axis=1) - goes_on  # candidates going on ranked before
+        for i, j in zip(*np.nonzero(ends & (ahead < k)), strict=True):
+            row = rows_of[i, j]
+            lps = [*step_lps[row].tolist(), float(lp[row, eos])]
+            score = float(cand[i, j]) / len(lps) ** opts.length_penalty
+            finished[active[i]].append(Found(prefix[row].tolist(), score, lps))
         new_scores = np.full((a, k), -np.inf, dtype=np.float32)
-        origin = np.zeros((a, k), dtype=np.int64)
+        origin = np.repeat(np.arange(a)[:, None] * k, k, axis=1)  # unfilled: dead beams
         new_tokens = np.zeros((a, k), dtype=np.int64)
-        for i in range(a):
-            live = 0
-            for flat in top[i]:
-                s = float(total[i, flat])
-                if s == -np.inf:
-                    break
-                row, tok = i * k + int(flat) // vocab, int(flat) % vocab
-                if tok == eos:
-                    lps = [*step_lps[row].tolist(), float(lp[row, tok])]
-                    found = Found(prefix[row].tolist(), s / len(lps) ** opts.length_penalty, lps)
-                    finished[active[i]].append(found)
-                    continue
-                new_scores[i, live], origin[i, live], new_tokens[i, live] = s, row, tok
-                live += 1
-                if live == k:
-                    break
+        taken = np.nonzero(goes_on & (ahead < k))
+        slots = (taken[0], ahead[taken])
+        new_scores[slots], origin[slots] = cand[taken], rows_of[taken]
+        new_tokens[slots] = tok[taken]
         keep = [i for i in range(a) if len(finished[active[i]]) < k]
         if not keep:
             break

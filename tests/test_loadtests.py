@@ -195,3 +195,18 @@ def test_cold_path_profile_quick(quick_models, tmp_path):
     assert "cache hit: load translator" in stages
     assert all(r["median_ms"] > 0 for r in result["rows"])
     assert json.loads((out / "profile_cold.json").read_text())["miss_ms"] > 0
+
+
+def test_cold_path_profile_times_an_int8_bundle_both_ways(tmp_path):
+    """The default model (int8) is profiled on the server's path (weights as stored) and,
+    beside it, through the float32 round trip, which the miss sum leaves out."""
+    from loadtests import profile_cold
+
+    default = Path(__file__).resolve().parents[1] / "models" / "default"
+    out = tmp_path / "profile"
+    result = profile_cold.main(["--quick", "--bundle", str(default), "--out", str(out)])
+    stages = {r["stage"]: r["median_ms"] for r in result["rows"]}
+    assert "build engine (spec, int8, save) [float32 round trip]" in stages
+    server_path = ("read modules", "assemble", "build engine (spec, int8, save)")
+    miss = sum(stages[s] for s in (*server_path, "load translator", "first translation"))
+    assert result["miss_ms"] == pytest.approx(miss)
