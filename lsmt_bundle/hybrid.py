@@ -38,8 +38,10 @@ from ctranslate2.specs import transformer_spec
 
 from .ct2 import ACTIVATIONS, fill_encoder
 from .dense import DenseModel
-from .hybrid_search import Found, SearchOptions, beam_search, log_softmax
+from .hybrid_search import Found, SearchOptions, beam_search
 
+# the step graph's inputs, in the order the search passes them (hybrid_graph.step_graph)
+STEP_INPUTS = ("tokens", "h", "c", "memory", "keys", "mask", "penalized", "penalty", "ban", "k")
 KEYS = "decoder_keys.onnx"
 STEP = "decoder_step.onnx"
 INFO = "hybrid.json"
@@ -195,20 +197,15 @@ class HybridTranslator:
         self.profile["decoder"] += time.perf_counter() - t1
         return memory, keys, mask.astype(np.float32)
 
-    def _step(
-        self,
-        tokens: np.ndarray,
-        h: np.ndarray,
-        c: np.ndarray,
-        memory: np.ndarray,
-        keys: np.ndarray,
-        mask: np.ndarray,
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _step(self, *inputs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """One decoder step (the step graph's inputs, in order: ``hybrid_graph``): the k best
+        log-probs and token ids of each row, and the next states."""
         t0 = time.perf_counter()
-        feed = {"tokens": tokens, "h": h, "c": c, "memory": memory, "keys": keys, "mask": mask}
-        logits, h_out, c_out = self.step_session.run(None, feed)
+        log_probs, ids, h_out, c_out = self.step_session.run(
+            None, dict(zip(STEP_INPUTS, inputs, strict=True))
+        )
         self.profile["decoder"] += time.perf_counter() - t0
-        return logits, h_out, c_out
+        return log_probs, ids, h_out, c_out
 
     def translate_batch(
         self,
@@ -253,8 +250,9 @@ class HybridTranslator:
         if not sources:
             return []
         memory, keys, mask = self._encode(sources)
+        vocab = len(self.target_vocab)
         return beam_search(
-            self._step, memory, keys, mask, self.state_shape, self.bos, self.eos, opts
+            self._step, memory, keys, mask, self.state_shape, vocab, self.bos, self.eos, opts
         )
 
     def _result(self, found: list[Found]) -> HybridResult:
@@ -271,17 +269,19 @@ class HybridTranslator:
         index = {p: i for i, p in enumerate(self.target_vocab)}
         memory, keys, mask = self._encode(source)
         layers, hidden = self.state_shape
+        every = np.array([len(self.target_vocab)], dtype=np.int64)  # all log-probs, sorted
+        penalized, penalty = np.zeros((1, 0), np.int64), np.ones(1, np.float32)
+        no_options = penalized, penalty, np.zeros((1, 1), np.float32)
         results = []
         for row, pieces in enumerate(target):
-            ids = [index[p] for p in pieces] + [self.eos]
             h = np.zeros((layers, 1, hidden), dtype=np.float32)
             c = np.zeros_like(h)
-            previous, lps = self.bos, []
-            for tok in ids:
-                one = slice(row, row + 1)
-                feed = np.array([previous]), h, c, memory[one], keys[one], mask[one]
-                logits, h, c = self._step(*feed)
-                lps.append(float(log_softmax(logits)[0, tok]))
+            previous, lps, one = self.bos, [], slice(row, row + 1)
+            for tok in [*(index[p] for p in pieces), self.eos]:
+                source_rows = memory[one], keys[one], mask[one]
+                step = np.array([previous]), h, c, *source_rows, *no_options, every
+                lp, ids, h, c = self._step(*step)
+                lps.append(float(lp[0][ids[0] == tok][0]))
                 previous = tok
             results.append(ScoringResult([*pieces, EOS], lps))
         return results

@@ -4,8 +4,13 @@ dense weights with ``onnx.helper`` (no torch, so the server can build them at lo
 - ``keys``: encoder states (N, S, D) -> the additive attention's keys W_k m + b_k, once per
   source;
 - ``step``: one decoding step for N hypotheses: the previous tokens (N,), the LSTM states
-  (L, N, H) and the source (states, keys, additive mask (N, S)) -> the logits (N, V) and the
-  next states.
+  (L, N, H) and the source (states, keys, additive mask (N, S)) -> the ``k`` best log-probs of
+  each hypothesis with their token ids (N, k), and the next states. The decoding options are
+  applied in the graph, before the log-softmax, as CTranslate2 applies them: the repetition
+  penalty to the logits of the tokens in ``penalized`` (N, T: the hypothesis so far, or
+  (N, 0)) and an additive ``ban`` (0 or -inf, broadcast to (N, V): the end token before the
+  minimum length, repeated n-grams). Only (N, k) leaves the graph: the search needs no more,
+  and a full (N, V) log-softmax and top-k in numpy cost more than the step itself.
 
 The graphs compute exactly the PyTorch decoder's step: ONNX's LSTM operator with the gates
 reordered (PyTorch stores i, f, g, o; ONNX wants i, o, f, c), layer norm on each LSTM's input,
@@ -149,24 +154,45 @@ def step_graph(dense: DenseModel) -> onnx.ModelProto:
             g.const("out_proj_bias", w[f"{PREFIX}.out_proj.bias"]),
         )
     output = g.one("Add", y, context)
-    g.one("MatMul", output, g.const("projection_t", w[OUTPUT_PROJECTION].T), name="logits")
+    logits = g.one("MatMul", output, g.const("projection_t", w[OUTPUT_PROJECTION].T))
+    _best_log_probs(g, logits)
     g.one("Concat", *hs, axis=0, name="h_out")
     g.one("Concat", *cs, axis=0, name="c_out")
-    vocab = w[OUTPUT_PROJECTION].shape[0]
+    int64 = TensorProto.INT64
     inputs = [
-        helper.make_tensor_value_info("tokens", TensorProto.INT64, ["N"]),
+        helper.make_tensor_value_info("tokens", int64, ["N"]),
         _float("h", layers, "N", hidden),
         _float("c", layers, "N", hidden),
         _float("memory", "N", "S", "D"),
         _float("keys", "N", "S", "D"),
         _float("mask", "N", "S"),
+        helper.make_tensor_value_info("penalized", int64, ["N", "T"]),
+        _float("penalty", 1),
+        _float("ban", "BN", "BV"),
+        helper.make_tensor_value_info("k", int64, [1]),
     ]
     outputs = [
-        _float("logits", "N", vocab),
+        _float("log_probs", "N", "K"),
+        helper.make_tensor_value_info("token_ids", int64, ["N", "K"]),
         _float("h_out", layers, "N", hidden),
         _float("c_out", layers, "N", hidden),
     ]
     return g.model("lsmt_hybrid_step", inputs, outputs)
+
+
+def _best_log_probs(g: _Graph, logits: str) -> None:
+    """Repetition penalty, bans, log-softmax, then the ``k`` best: outputs ``log_probs`` and
+    ``token_ids`` (best first)."""
+    seen = g.one("GatherElements", logits, "penalized", axis=1)  # (N, T)
+    lowered = g.one(
+        "Where",
+        g.one("Greater", seen, g.const("zero", np.zeros((), dtype=np.float32))),
+        g.one("Div", seen, "penalty"),
+        g.one("Mul", seen, "penalty"),
+    )
+    logits = g.one("ScatterElements", logits, "penalized", lowered, axis=1)
+    log_probs = g.one("LogSoftmax", g.one("Add", logits, "ban"), axis=-1)
+    g.nodes.append(helper.make_node("TopK", [log_probs, "k"], ["log_probs", "token_ids"], axis=-1))
 
 
 def _attention(g: _Graph, w: dict[str, np.ndarray], query: str) -> str:

@@ -22,12 +22,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# step(tokens (R,), h (L, R, H), c (L, R, H), rows' sources: memory, keys (R, S, D), mask
-# (R, S)) -> logits (R, V), h, c
-StepFunction = Callable[
-    [np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray],
-    tuple[np.ndarray, np.ndarray, np.ndarray],
-]
+# step(tokens (R,), h, c (L, R, H), the rows' sources: memory, keys (R, S, D), mask (R, S),
+# penalized token ids (R, T), repetition penalty (1,), additive ban (broadcast to (R, V)), k (1,))
+#   -> the k best log-probs (R, k) and their token ids (R, k), best first; h, c
+StepFunction = Callable[..., tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]
 
 
 @dataclass(frozen=True)
@@ -48,31 +46,30 @@ class Found:
     log_probs: list[float]  # per token, EOS included when it was emitted
 
 
-def log_softmax(logits: np.ndarray) -> np.ndarray:
-    shifted = logits - logits.max(axis=-1, keepdims=True)
-    out: np.ndarray = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
-    return out
-
-
-def _adjust(logits: np.ndarray, prefix: np.ndarray, eos: int, opts: SearchOptions) -> np.ndarray:
-    """The logits after the penalties and bans that the options ask for."""
+def bans(prefix: np.ndarray, eos: int, vocab: int, opts: SearchOptions) -> np.ndarray:
+    """The additive ban of the next step: -inf for the end token before the minimum length
+    and for every token that would repeat an n-gram of its hypothesis; (1, 1) zeros when
+    nothing is banned (the step broadcasts it)."""
     step = prefix.shape[1]
-    if opts.repetition_penalty != 1.0 and step:
-        rows = np.arange(len(logits))[:, None]
-        seen = logits[rows, prefix]
-        logits[rows, prefix] = np.where(
-            seen > 0, seen / opts.repetition_penalty, seen * opts.repetition_penalty
-        )
     n = opts.no_repeat_ngram_size
+    repeats: list[tuple[int, int]] = []
     if n and step >= n - 1:
         for r, tokens in enumerate(prefix.tolist()):
             context = tokens[step - n + 1 :]
-            for j in range(step - n + 1):
-                if tokens[j : j + n - 1] == context:
-                    logits[r, tokens[j + n - 1]] = -np.inf
-    if step < opts.min_length:
-        logits[:, eos] = -np.inf
-    return logits
+            repeats += [
+                (r, tokens[j + n - 1])
+                for j in range(step - n + 1)
+                if tokens[j : j + n - 1] == context
+            ]
+    end_banned = step < opts.min_length
+    if not repeats and not end_banned:
+        return np.zeros((1, 1), dtype=np.float32)
+    ban = np.zeros((len(prefix) if repeats else 1, vocab), dtype=np.float32)
+    if end_banned:
+        ban[:, eos] = -np.inf
+    for r, tok in repeats:
+        ban[r, tok] = -np.inf
+    return ban
 
 
 def beam_search(
@@ -81,6 +78,7 @@ def beam_search(
     keys: np.ndarray,
     mask: np.ndarray,
     state_shape: tuple[int, int],
+    vocab: int,
     bos: int,
     eos: int,
     opts: SearchOptions,
@@ -89,6 +87,12 @@ def beam_search(
     # Long on purpose, as its PyTorch twin: one loop whose state every step updates together.
     b, k = memory.shape[0], opts.beam_size
     layers, hidden = state_shape
+    # Each hypothesis's 2k best extensions hold its sentence's 2k best: the step returns those.
+    per_row = min(2 * k, vocab)
+    fixed = {
+        "penalty": np.array([opts.repetition_penalty], dtype=np.float32),
+        "k": np.array([per_row], dtype=np.int64),
+    }
     active = np.arange(b)  # sentences still searching, in the order of their rows
     mem, key, msk = (np.repeat(x, k, axis=0) for x in (memory, keys, mask))
     h = np.zeros((layers, b * k, hidden), dtype=np.float32)
@@ -101,40 +105,44 @@ def beam_search(
     scores[:, 0] = 0.0
     finished: list[list[Found]] = [[] for _ in range(b)]
     for _ in range(opts.max_length):
-        logits, h, c = step(tokens, h, c, mem, key, msk)
-        lp = log_softmax(_adjust(logits.astype(np.float32), prefix, eos, opts))
-        a, vocab = len(active), lp.shape[1]
-        total = (scores.reshape(-1, 1) + lp).reshape(a, k * vocab)
-        n = min(2 * k, k * vocab)  # room for beams that finish
-        top = np.argpartition(-total, n - 1, axis=1)[:, :n]
-        top = np.take_along_axis(top, np.argsort(-np.take_along_axis(total, top, 1), 1), 1)
+        penalized = prefix if opts.repetition_penalty != 1.0 else prefix[:, :0]
+        ban = bans(prefix, eos, vocab, opts)
+        lp, ids, h, c = step(tokens, h, c, mem, key, msk, penalized, fixed["penalty"], ban,
+                             fixed["k"])  # fmt: skip
+        a = len(active)
+        total = (scores.reshape(-1, 1) + lp).reshape(a, k * per_row)
+        n = min(2 * k, k * per_row)  # room for beams that finish
+        order = np.argsort(-total, axis=1, kind="stable")[:, :n]
         # The candidates in order: the k best that go on become the beams; one that ends is
         # finished if it ranks before the k-th that goes on (the PyTorch loop's break).
-        cand = np.take_along_axis(total, top, 1)
-        rows_of, tok = np.arange(a)[:, None] * k + top // vocab, top % vocab
+        cand = np.take_along_axis(total, order, 1)
+        cand_lp = np.take_along_axis(lp.reshape(a, -1), order, 1)
+        tok = np.take_along_axis(ids.reshape(a, -1), order, 1)
+        rows_of = np.arange(a)[:, None] * k + order // per_row
         ends = (cand > -np.inf) & (tok == eos)
         goes_on = (cand > -np.inf) & (tok != eos)
         ahead = np.cumsum(goes_on, axis=1) - goes_on  # candidates going on ranked before
         for i, j in zip(*np.nonzero(ends & (ahead < k)), strict=True):
             row = rows_of[i, j]
-            lps = [*step_lps[row].tolist(), float(lp[row, eos])]
+            lps = [*step_lps[row].tolist(), float(cand_lp[i, j])]
             score = float(cand[i, j]) / len(lps) ** opts.length_penalty
             finished[active[i]].append(Found(prefix[row].tolist(), score, lps))
         new_scores = np.full((a, k), -np.inf, dtype=np.float32)
         origin = np.repeat(np.arange(a)[:, None] * k, k, axis=1)  # unfilled: dead beams
         new_tokens = np.zeros((a, k), dtype=np.int64)
+        new_lps = np.zeros((a, k), dtype=np.float32)
         taken = np.nonzero(goes_on & (ahead < k))
         slots = (taken[0], ahead[taken])
         new_scores[slots], origin[slots] = cand[taken], rows_of[taken]
-        new_tokens[slots] = tok[taken]
+        new_tokens[slots], new_lps[slots] = tok[taken], cand_lp[taken]
         keep = [i for i in range(a) if len(finished[active[i]]) < k]
         if not keep:
             break
         rows = origin[keep].reshape(-1)
-        chosen = new_tokens[keep].reshape(-1)
-        prefix = np.concatenate([prefix[rows], chosen[:, None]], axis=1)
-        step_lps = np.concatenate([step_lps[rows], lp[rows, chosen][:, None]], axis=1)
-        h, c, tokens = h[:, rows], c[:, rows], chosen
+        tokens = new_tokens[keep].reshape(-1)
+        prefix = np.concatenate([prefix[rows], tokens[:, None]], axis=1)
+        step_lps = np.concatenate([step_lps[rows], new_lps[keep].reshape(-1, 1)], axis=1)
+        h, c = h[:, rows], c[:, rows]
         if len(keep) < a:  # a beam's rows all read its sentence's source: only drop rows
             mem, key, msk = mem[rows], key[rows], msk[rows]
         scores, active = new_scores[keep], active[keep]
