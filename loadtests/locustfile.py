@@ -22,7 +22,12 @@ Self-contained (the compose ``loadtest`` image holds only this file). Environmen
 - ``LSMT_LOCUST_ROUTES``: comma-separated routes instead of the server's, most popular first;
 - ``LSMT_LOCUST_ZIPF`` (exponent s, default 1.0), ``LSMT_LOCUST_AUTO`` (share of requests
   with source ``auto``, default 0.1), ``LSMT_LOCUST_SEED`` (route order, default 0),
-  ``LSMT_LOCUST_BEAM`` (default: the server's), ``LSMT_API_KEY``.
+  ``LSMT_LOCUST_BEAM`` (default: the server's), ``LSMT_API_KEY``;
+- ``LSMT_LOCUST_MODE=libretranslate``: only LibreTranslate's ``POST /translate`` (a sentence,
+  weight 3; a short paragraph, 1), which LSMT and LibreTranslate both answer: the traffic of
+  ``python -m loadtests.peer``; routes come from ``LSMT_LOCUST_ROUTES``;
+- ``LSMT_LOCUST_THROUGHPUT``: requests per second per user (locust's
+  ``constant_throughput``): users x this = a fixed offered rate.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ import random
 import urllib.request
 from typing import ClassVar
 
-from locust import FastHttpUser, between, events, task
+from locust import FastHttpUser, between, constant_throughput, events, task
 
 # King James Version (public domain): the fallback when no traffic file is given.
 SENTENCES_EN = [
@@ -65,6 +70,8 @@ SENTENCES = _sentences()
 ZIPF = float(os.environ.get("LSMT_LOCUST_ZIPF", "1.0"))
 AUTO_SHARE = float(os.environ.get("LSMT_LOCUST_AUTO", "0.1"))
 BEAM = os.environ.get("LSMT_LOCUST_BEAM")
+LIBRETRANSLATE_ONLY = os.environ.get("LSMT_LOCUST_MODE") == "libretranslate"
+THROUGHPUT = os.environ.get("LSMT_LOCUST_THROUGHPUT")
 HEADERS = {"X-API-Key": os.environ["LSMT_API_KEY"]} if os.environ.get("LSMT_API_KEY") else {}
 
 
@@ -116,7 +123,7 @@ def _texts(src: str, k: int) -> list[str]:
 
 
 class Translator(FastHttpUser):
-    wait_time = between(0.0, 0.2)
+    wait_time = constant_throughput(float(THROUGHPUT)) if THROUGHPUT else between(0.0, 0.2)
 
     def _post(self, path: str, body: dict, name: str) -> None:
         with self.client.post(
@@ -136,6 +143,10 @@ class Translator(FastHttpUser):
         if BEAM:
             body["beam_size"] = int(BEAM)
         self._post("/v1/translate", body, name + (" auto" if sent == "auto" else ""))
+
+    def on_start(self) -> None:
+        if LIBRETRANSLATE_ONLY:  # the tasks both servers answer (LibreTranslateTraffic)
+            self.tasks = [LibreTranslateTraffic.sentence] * 3 + [LibreTranslateTraffic.paragraph]
 
     @task(6)
     def one_sentence(self) -> None:
@@ -158,3 +169,20 @@ class Translator(FastHttpUser):
         _, src, tgt = Traffic.pick()
         body = {"q": _texts(src, 1)[0], "source": src, "target": tgt, "format": "text"}
         self._post("/translate", body, "libretranslate")
+
+
+class LibreTranslateTraffic:
+    """LibreTranslate's ``/translate`` only: a sentence or a short paragraph of two."""
+
+    @staticmethod
+    def sentence(user: Translator) -> None:
+        _, src, tgt = Traffic.pick()
+        body = {"q": _texts(src, 1)[0], "source": src, "target": tgt, "format": "text"}
+        user._post("/translate", body, "translate sentence")
+
+    @staticmethod
+    def paragraph(user: Translator) -> None:
+        _, src, tgt = Traffic.pick()
+        a, b = (_texts(src, 2) * 2)[:2]
+        body = {"q": f"{a} {b}", "source": src, "target": tgt, "format": "text"}
+        user._post("/translate", body, "translate paragraph")

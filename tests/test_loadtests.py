@@ -210,3 +210,36 @@ def test_cold_path_profile_times_an_int8_bundle_both_ways(tmp_path):
     server_path = ("read modules", "assemble", "build engine (spec, int8, save)")
     miss = sum(stages[s] for s in (*server_path, "load translator", "first translation"))
     assert result["miss_ms"] == pytest.approx(miss)
+
+
+def test_locust_libretranslate_mode_at_a_fixed_rate(quick_models, small_corpus, tmp_path):
+    """The side-by-side traffic (loadtests.peer): LibreTranslate's /translate only, on the
+    given routes, at users x throughput requests/s."""
+    from loadtests.run import corpus_sentences, read_stats, run_locust
+    from loadtests.server_process import ServerProcess
+
+    _, models = quick_models
+    traffic = tmp_path / "traffic.json"
+    sentences = corpus_sentences(small_corpus, "test", 20)
+    traffic.write_text(json.dumps({"sentences": sentences}))
+    env = {
+        "LSMT_LOCUST_MODE": "libretranslate",
+        "LSMT_LOCUST_ROUTES": "en-de,de-en",
+        "LSMT_LOCUST_TRAFFIC": str(traffic),
+        "LSMT_LOCUST_THROUGHPUT": "1.0",
+    }
+    with ServerProcess([models.bundles["lsl"]]) as server:
+        prefix = tmp_path / "lt"
+        run_locust(server.url, 2, 2, "6s", prefix, env)
+    stats = read_stats(prefix)
+    assert set(stats["by_name"]) <= {"translate sentence", "translate paragraph"}
+    assert stats["requests"] > 0 and stats["failures"] == 0, stats
+    assert stats["requests_per_s"] <= 2.5  # 2 users x 1 request/s, not as fast as possible
+
+
+def test_peer_agreement_counts_identical_outputs():
+    from loadtests.peer import agreement
+
+    a = {"en-fr": ["Bonjour.", "Merci "], "fr-en": ["Hello."]}
+    b = {"en-fr": ["Bonjour.", "Merci"], "fr-en": ["Hi."]}
+    assert agreement(a, b) == {"sentences": 3, "identical": 2, "share": 2 / 3}

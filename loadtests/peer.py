@@ -1,0 +1,329 @@
+"""LSMT side by side with LibreTranslate: the same weights, the same traffic, one machine.
+
+    python -m loadtests.peer [--bundle models/default] [--routes en-fr,fr-en,...]
+        [--rate 4] [--duration 60s] [--p95-target-ms 1000] [--out runs/peer]
+
+LibreTranslate (the registry's ``libretranslate``, installed by this script into a virtualenv
+of its own, ``--venv``) serves the bundle's routes exported as Argos Translate packages
+(``python -m model_export argos``), offline; LSMT serves the bundle. Both decode greedily
+with int8 CTranslate2 engines and the same threads (2 translations in parallel, one thread
+each); LSMT without its repetition guards and output checks, which LibreTranslate lacks. One
+server runs at a time, each through its own ``POST /translate`` (LibreTranslate's API,
+which LSMT also answers) with the same locust traffic (``LSMT_LOCUST_MODE=libretranslate``:
+held-out sentences and two-sentence paragraphs, Zipf-popular routes):
+
+- start-up time (process start to answering) and resident memory with every route
+  available (LSMT: lazy, nothing loaded; then after the traffic);
+- the first request on a route not used yet;
+- p50/p95/p99 and errors at a fixed offered rate (``--rate`` requests/s), and the
+  throughput at the largest user count whose p95 stays under ``--p95-target-ms``;
+- the outputs of every held-out sentence compared (the same weights: they should agree).
+
+Writes ``results.json``, ``results.csv`` (one row per server and measurement) and
+``peer.png`` (latency at the fixed rate, p95 against throughput in the steps) into ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+import venv
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from .results import write_results
+from .run import corpus_sentences, read_stats, run_locust
+from .server_process import ROOT, free_port
+
+# torch: the local CPU wheel (never CUDA's); spaCy: the packages' offline sentence splitter,
+# which LibreTranslate's argostranslate fork does not install itself
+LIBRETRANSLATE = ["libretranslate==1.9.6", "torch==2.13.0", "spacy==3.8.18"]
+THREADS = {"inter": 2, "intra": 1}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m loadtests.peer", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p.add_argument("--bundle", type=Path, default=ROOT / "models" / "default")
+    p.add_argument("--routes", help="comma-separated SRC-TGT (default: every route)")
+    p.add_argument("--corpus", type=Path, default=ROOT / "data" / "default_mixed" / "corpus")
+    p.add_argument("--per-language", type=int, default=60, help="held-out sentences")
+    p.add_argument("--compare", type=int, default=10, help="sentences per route compared")
+    p.add_argument("--rate", type=float, default=4.0, help="offered requests/s (fixed rate)")
+    p.add_argument("--users", type=int, default=8, help="users sharing the fixed rate")
+    p.add_argument("--duration", default="60s")
+    p.add_argument("--p95-target-ms", type=float, default=1000.0)
+    p.add_argument("--step-users", default="1,2,4,8")
+    p.add_argument("--step-duration", default="30s")
+    p.add_argument("--venv", type=Path, default=ROOT / "runs" / "peer-venv")
+    p.add_argument("--out", type=Path, default=ROOT / "runs" / "peer")
+    return p.parse_args(argv)
+
+
+def libretranslate_python(root: Path) -> Path:
+    """A virtualenv with LibreTranslate, made once."""
+    python = root / "bin" / "python"
+    if not (root / "installed").is_file():
+        print(f"installing {' '.join(LIBRETRANSLATE)} into {root}", flush=True)
+        venv.create(root, with_pip=True, clear=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", *LIBRETRANSLATE], check=True)
+        (root / "installed").write_text("\n".join(LIBRETRANSLATE))
+    return python
+
+
+@dataclass
+class Peer:
+    """A server process: how to start it, where it answers, what it took to start."""
+
+    name: str
+    cmd: list[str]
+    env: dict[str, str]
+    url: str
+    ready_path: str
+    proc: subprocess.Popen | None = None
+    startup_s: float = 0.0
+    measures: dict = field(default_factory=dict)
+
+    def start(self) -> None:
+        t0 = time.perf_counter()
+        self.proc = subprocess.Popen(self.cmd, env={**os.environ, **self.env}, cwd=ROOT)
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise SystemExit(f"{self.name} exited with {self.proc.returncode}")
+            try:
+                if httpx.get(self.url + self.ready_path, timeout=2).status_code == 200:
+                    self.startup_s = time.perf_counter() - t0
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+        raise SystemExit(f"{self.name} did not start")
+
+    def rss_bytes(self) -> int:
+        """The server and its children (LibreTranslate's waitress runs in one process)."""
+        import psutil
+
+        assert self.proc is not None
+        root = psutil.Process(self.proc.pid)
+        return sum(p.memory_info().rss for p in [root, *root.children(recursive=True)])
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+def translate(url: str, text: str, src: str, tgt: str) -> tuple[str, float]:
+    t0 = time.perf_counter()
+    body = {"q": text, "source": src, "target": tgt, "format": "text"}
+    r = httpx.post(f"{url}/translate", json=body, timeout=120)
+    r.raise_for_status()
+    return r.json()["translatedText"], time.perf_counter() - t0
+
+
+def lsmt_peer(bundle: Path) -> Peer:
+    port = free_port()
+    env = {
+        "LSMT_DEVICE": "cpu",
+        "LSMT_COMPUTE_TYPE": "int8",
+        "LSMT_INTER_THREADS": str(THREADS["inter"]),
+        "LSMT_INTRA_THREADS": str(THREADS["intra"]),
+        "LSMT_DEFAULT_BEAM_SIZE": "1",
+        "LSMT_REPETITION_PENALTY": "1.0",
+        "LSMT_NO_REPEAT_NGRAM_SIZE": "0",
+        "LSMT_OUTPUT_CHECKS": "false",
+        "LSMT_LOG_LEVEL": "warning",
+    }
+    cmd = [sys.executable, "-m", "server", str(bundle), "--port", str(port)]
+    return Peer("lsmt", cmd, env, f"http://127.0.0.1:{port}", "/readyz")
+
+
+def libretranslate_peer(python: Path, home: Path, languages: list[str]) -> Peer:
+    port = free_port()
+    env = {
+        **home_env(home),
+        "ARGOS_CHUNK_TYPE": "SPACY",  # the packages' own sentence splitter: offline
+        "ARGOS_BEAM_SIZE": "1",
+        "ARGOS_COMPUTE_TYPE": "int8",
+        "ARGOS_DEVICE_TYPE": "cpu",
+        "ARGOS_INTER_THREADS": str(THREADS["inter"]),
+        "ARGOS_INTRA_THREADS": str(THREADS["intra"]),
+    }
+    main = "from libretranslate.main import main; main()"  # its console script, run by python
+    cmd = [str(python), "-c", main, "--host", "127.0.0.1", "--port", str(port),
+           "--load-only", ",".join(languages), "--disable-web-ui", "--char-limit", "5000",
+           "--threads", "4"]  # fmt: skip
+    return Peer("libretranslate", cmd, env, f"http://127.0.0.1:{port}", "/languages")
+
+
+def home_env(home: Path) -> dict[str, str]:
+    """argostranslate keeps its packages and caches under the user's directories: these."""
+    return {
+        "HOME": str(home),
+        "XDG_DATA_HOME": str(home / "data"),
+        "XDG_CACHE_HOME": str(home / "cache"),
+        "XDG_CONFIG_HOME": str(home / "config"),
+    }
+
+
+def install_packages(python: Path, home: Path, packages: list[Path]) -> None:
+    env = {**os.environ, **home_env(home)}
+    code = (
+        "import sys; from pathlib import Path; import argostranslate.package as p\n"
+        "[p.install_from_path(Path(a)) for a in sys.argv[1:]]"
+    )
+    subprocess.run([str(python), "-c", code, *map(str, packages)], env=env, check=True)
+
+
+def measure(peer: Peer, args, routes, sentences, prefix: Path) -> dict:
+    """Start-up, memory, a cold route, fixed-rate latency, throughput under the p95 target,
+    and every held-out sentence's output."""
+    peer.start()
+    try:
+        out: dict = {"startup_s": peer.startup_s, "rss_idle_bytes": peer.rss_bytes()}
+        src, tgt = routes[-1]  # least popular in the traffic: not used yet
+        _, out["cold_first_request_s"] = translate(peer.url, sentences[src][0], src, tgt)
+        _, out["warm_request_s"] = translate(peer.url, sentences[src][1], src, tgt)
+        env = {
+            "LSMT_LOCUST_MODE": "libretranslate",
+            "LSMT_LOCUST_ROUTES": ",".join(f"{s}-{t}" for s, t in routes),
+            "LSMT_LOCUST_TRAFFIC": str(prefix.parent / "traffic.json"),
+        }
+        rate_env = {**env, "LSMT_LOCUST_THROUGHPUT": str(args.rate / args.users)}
+        fixed = prefix.with_name(f"{peer.name}_fixed")
+        run_locust(peer.url, args.users, args.users, args.duration, fixed, rate_env)
+        out["fixed_rate"] = read_stats(fixed)
+        out["steps"] = []
+        for users in map(int, args.step_users.split(",")):
+            step = prefix.with_name(f"{peer.name}_step{users}")
+            run_locust(peer.url, users, users, args.step_duration, step, env)
+            stats = {"users": users, **read_stats(step)}
+            out["steps"].append(stats)
+            if (stats["p95_ms"] or 0) > args.p95_target_ms:
+                break
+        out["rss_after_bytes"] = peer.rss_bytes()
+        out["outputs"] = {
+            f"{s}-{t}": [translate(peer.url, x, s, t)[0] for x in sentences[s][: args.compare]]
+            for s, t in routes
+        }
+        return out
+    finally:
+        peer.stop()
+
+
+def main(argv: list[str] | None = None) -> dict:
+    from lsmt_bundle import load_bundle
+
+    args = parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    bundle = load_bundle(args.bundle)
+    chosen = args.routes.split(",") if args.routes else [f"{s}-{t}" for s, t in bundle.routes]
+    routes = [tuple(r.split("-")) for r in chosen]
+    route_list = ",".join(chosen)
+    languages = sorted({lang for r in routes for lang in r})
+    sentences = corpus_sentences(args.corpus, "test", args.per_language)
+    sentences = {lang: sentences[lang] for lang in languages}
+    (args.out / "traffic.json").write_text(json.dumps({"sentences": sentences}) + "\n")
+    packages = args.out / "packages"
+    subprocess.run([sys.executable, "-m", "model_export", "argos", str(args.bundle), "--out",
+                    str(packages), "--routes", route_list], check=True, cwd=ROOT)  # fmt: skip
+    python = libretranslate_python(args.venv)
+    home = args.out / "libretranslate-home"
+    files = [packages / f"{bundle.name}-{s}_{t}.argosmodel" for s, t in routes]
+    if not (home / "installed").is_file():  # a second run reuses the installed packages
+        install_packages(python, home, files)
+        (home / "installed").write_text(route_list)
+    result: dict = {
+        "command": "python -m loadtests.peer " + " ".join(argv or sys.argv[1:]),
+        "machine": {"processor": platform.processor(), "cpu_count": os.cpu_count()},
+        "routes": [f"{s}-{t}" for s, t in routes],
+        "rate_rps": args.rate,
+    }
+    for peer in (lsmt_peer(args.bundle), libretranslate_peer(python, home, languages)):
+        print(f"measuring {peer.name}", flush=True)
+        result[peer.name] = measure(peer, args, routes, sentences, args.out / peer.name)
+    result["agreement"] = agreement(result["lsmt"]["outputs"], result["libretranslate"]["outputs"])
+    rows = table(result, args.p95_target_ms)
+    write_results(args.out, result, rows)
+    plot(result, args.out / "peer.png", args.p95_target_ms)
+    for row in rows:
+        print(f"{row['measure']:<40} {row['lsmt']:>12.1f} {row['libretranslate']:>14.1f}")
+    print(f"identical outputs: {result['agreement']}")
+    return result
+
+
+PEERS = ("lsmt", "libretranslate")
+
+
+def table(result: dict, target_ms: float) -> list[dict]:
+    """The comparison, one row per measurement, both servers side by side."""
+
+    def best_under_target(steps: list[dict]) -> float:
+        ok = [s["requests_per_s"] or 0.0 for s in steps if (s["p95_ms"] or 0) <= target_ms]
+        return max(ok, default=0.0)
+
+    measures = {
+        "start-up (s)": lambda r: r["startup_s"],
+        "RSS idle (MiB)": lambda r: r["rss_idle_bytes"] / 2**20,
+        "RSS after the traffic (MiB)": lambda r: r["rss_after_bytes"] / 2**20,
+        "cold first request (ms)": lambda r: r["cold_first_request_s"] * 1000,
+        "warm request (ms)": lambda r: r["warm_request_s"] * 1000,
+        "fixed rate: p50 (ms)": lambda r: r["fixed_rate"]["p50_ms"],
+        "fixed rate: p95 (ms)": lambda r: r["fixed_rate"]["p95_ms"],
+        "fixed rate: p99 (ms)": lambda r: r["fixed_rate"]["p99_ms"],
+        "fixed rate: failures": lambda r: r["fixed_rate"]["failures"],
+        f"throughput at p95 <= {target_ms:.0f} ms (req/s)": lambda r: best_under_target(r["steps"]),
+    }
+    return [
+        {"measure": name, **{p: float(get(result[p]) or 0.0) for p in PEERS}}
+        for name, get in measures.items()
+    ]
+
+
+def plot(result: dict, out: Path, target_ms: float) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    for i, peer in enumerate(PEERS):
+        fixed = result[peer]["fixed_rate"]
+        values = [fixed[f"p{q}_ms"] or 0.0 for q in (50, 95, 99)]
+        left.bar([x + 0.4 * i for x in range(3)], values, width=0.4, label=peer)
+        steps = result[peer]["steps"]
+        right.plot([s["requests_per_s"] for s in steps], [s["p95_ms"] for s in steps], "o-",
+                   label=peer)  # fmt: skip
+    left.set_xticks([x + 0.2 for x in range(3)], ["p50", "p95", "p99"])
+    left.set_ylabel("ms")
+    left.set_title(f"latency at {result['rate_rps']} requests/s")
+    right.axhline(target_ms, color="grey", linestyle=":")
+    right.set_xlabel("requests/s")
+    right.set_ylabel("p95 (ms)")
+    right.set_title("p95 as users are added")
+    for ax in (left, right):
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
+def agreement(a: dict[str, list[str]], b: dict[str, list[str]]) -> dict:
+    pairs = [(x, y) for route in a for x, y in zip(a[route], b[route], strict=True)]
+    same = sum(x.strip() == y.strip() for x, y in pairs)
+    return {"sentences": len(pairs), "identical": same, "share": same / max(len(pairs), 1)}
+
+
+if __name__ == "__main__":
+    main()
