@@ -25,6 +25,7 @@ interface.
 from __future__ import annotations
 
 import json
+import logging
 import tempfile
 import time
 from collections import defaultdict
@@ -98,11 +99,22 @@ def engine_files(dense: DenseModel, quantization: str | None = "int8") -> dict[s
     return files
 
 
+class _NoPreprocessingHint(logging.Filter):
+    """ONNX Runtime's quantizer logs a hint to run its shape-inference pre-processing, on the
+    root logger, at every call; our graphs have nothing for it to infer."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "pre-processing before quantization" not in record.getMessage()
+
+
 def _quantize(path: Path) -> None:
     """int8 weights with dynamic activation quantization (ONNX Runtime's CPU recipe for
     recurrent and linear layers), per output channel as CTranslate2's int8 is; in place."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
+    root = logging.getLogger()
+    if not any(isinstance(f, _NoPreprocessingHint) for f in root.filters):
+        root.addFilter(_NoPreprocessingHint())
     out = path.with_suffix(".int8.onnx")
     quantize_dynamic(path, out, weight_type=QuantType.QInt8, per_channel=True)
     out.replace(path)
