@@ -320,9 +320,29 @@ def plot(result: dict, out: Path, target_ms: float) -> None:
 
 
 def agreement(a: dict[str, list[str]], b: dict[str, list[str]]) -> dict:
+    """Outputs identical, and identical but for LibreTranslate's formatting of a translation
+    (``improve_translation_formatting``: the source's final punctuation copied or dropped,
+    the first letter's case matched to the source's)."""
     pairs = [(x, y) for route in a for x, y in zip(a[route], b[route], strict=True)]
     same = sum(x.strip() == y.strip() for x, y in pairs)
-    return {"sentences": len(pairs), "identical": same, "share": same / max(len(pairs), 1)}
+    alike = sum(_unformatted(x) == _unformatted(y) for x, y in pairs)
+    n = max(len(pairs), 1)
+    return {
+        "sentences": len(pairs),
+        "identical": same,
+        "share": same / n,
+        "identical_but_formatting": alike,
+        "share_but_formatting": alike / n,
+    }
+
+
+def _unformatted(text: str) -> str:
+    import unicodedata
+
+    text = text.strip()
+    while text and unicodedata.category(text[-1]).startswith("P"):
+        text = text[:-1].rstrip()
+    return text[:1].lower() + text[1:]
 
 
 if __name__ == "__main__":

@@ -240,6 +240,8 @@ def test_locust_libretranslate_mode_at_a_fixed_rate(quick_models, small_corpus, 
 def test_peer_agreement_counts_identical_outputs():
     from loadtests.peer import agreement
 
-    a = {"en-fr": ["Bonjour.", "Merci "], "fr-en": ["Hello."]}
-    b = {"en-fr": ["Bonjour.", "Merci"], "fr-en": ["Hi."]}
-    assert agreement(a, b) == {"sentences": 3, "identical": 2, "share": 2 / 3}
+    a = {"en-fr": ["Bonjour.", "Merci ", "et il dit."], "fr-en": ["Hello."]}
+    b = {"en-fr": ["Bonjour.", "Merci", "Et il dit"], "fr-en": ["Hi."]}
+    result = agreement(a, b)
+    assert (result["sentences"], result["identical"], result["share"]) == (4, 2, 0.5)
+    assert result["identical_but_formatting"] == 3  # LibreTranslate's case and punctuation
