@@ -31,8 +31,9 @@ def keeps_int8(manifest: Manifest) -> bool:
 
 
 def assemble(manifest: Manifest, pieces: list[str], modules: dict[str, Weights]) -> DenseModel:
-    """Dense float32 weights for one route from the decoded ``modules`` it reads (module name
-    -> weights, in ``Bundle.modules_for`` order); ``pieces`` is the full vocabulary."""
+    """Dense weights for one route from the decoded ``modules`` it reads (module name ->
+    weights, in ``Bundle.modules_for`` order); ``pieces`` is the full vocabulary. float32,
+    except the int8 matrices of modules read as stored (``DenseModel.row_scales``)."""
     weights, extras = select(manifest, modules)
     scales = {n[: -len(SCALE_SUFFIX)]: weights.pop(n) for n in list(weights) if _is_scale(n)}
     dense = DenseModel(
