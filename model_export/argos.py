@@ -29,7 +29,7 @@ from typing import Any
 from lsmt_bundle import Bundle
 from lsmt_bundle.ct2 import INT8_AS_STORED, build_spec, optimize_spec
 from lsmt_core.languages import language_name
-from lsmt_core.tags import EOS_PIECE, TagScheme, lang_tag
+from lsmt_core.tags import BOS_PIECE, EOS_PIECE, TagScheme, lang_tag
 
 ARGOS_VERSION = "1.9"  # the package format argostranslate 1.9-1.11 read
 
@@ -79,7 +79,7 @@ def _write_model(bundle: Bundle, src: str, tgt: str, out: Path, quantization: st
     spec.config.add_source_bos = True
     spec.config.eos_token = EOS_PIECE
     spec.config.add_source_eos = True
-    spec.config.decoder_start_token = "<s>"
+    spec.config.decoder_start_token = BOS_PIECE
     optimize_spec(spec, quantization)
     out.mkdir()
     spec.save(str(out))
