@@ -13,7 +13,8 @@ rotates between repeats); a ratio is the median over repeats of the per-repeat r
   max_length``; PyTorch: the end token masked), batch 1 (one call per sentence) and batched,
   greedy and beam 4: (1) 12-2 vs 6-6, (2) per-language filtered vs full target vocabulary,
   (3) an LSL route vs the dense model of the same shape, (5) CTranslate2 vs the PyTorch
-  model's own search (``training.search``) on the same weights;
+  model's own search (``training.search``) on the same weights, (7) the hybrid 12-2 (LSTM
+  decoder, on the hybrid engine) vs the Transformer 12-2 and 6-6, with where its time goes;
 - server (4): N single-sentence requests sent at once to ``python -m server`` vs one direct
   ``translate_pieces`` call on the same sentences with an engine built as the server builds
   it (same loader, compute type and threads), and the same requests one after another;
@@ -23,7 +24,7 @@ rotates between repeats); a ratio is the median over repeats of the per-repeat r
 Writes ``results.json`` (with the machine and the command), ``results.csv`` (every timing)
 and ``ratios.png``, ``engines.png``, ``server.png`` into ``--out``.
 
-Long (~810 lines) on purpose: one command, one table; the six measurements share the model
+Long (~880 lines) on purpose: one command, one table; the seven measurements share the model
 cache, the interleaving and the ratio table, and each is a few short steps (the models are
 built in ``bench_models.py``, the server process and HTTP client live in ``server_process.py``).
 """

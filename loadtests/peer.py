@@ -33,14 +33,14 @@ import subprocess
 import sys
 import time
 import venv
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 
 from .results import write_results
 from .run import corpus_sentences, read_stats, run_locust
-from .server_process import ROOT, free_port
+from .server_process import ROOT, ServiceProcess, free_port
 
 # torch: the local CPU wheel (never CUDA's); spaCy: the packages' offline sentence splitter,
 # which LibreTranslate's argostranslate fork does not install itself
@@ -67,61 +67,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def libretranslate_python(root: Path) -> Path:
-    """A virtualenv with LibreTranslate, made once."""
+def python_with(root: Path, requirements: list[str]) -> Path:
+    """The Python of a virtualenv at ``root`` holding ``requirements`` from the registry,
+    made once (also used by tests/test_argos.py)."""
     python = root / "bin" / "python"
     if not (root / "installed").is_file():
-        print(f"installing {' '.join(LIBRETRANSLATE)} into {root}", flush=True)
+        print(f"installing {' '.join(requirements)} into {root}", flush=True)
         venv.create(root, with_pip=True, clear=True)
-        subprocess.run([str(python), "-m", "pip", "install", "-q", *LIBRETRANSLATE], check=True)
-        (root / "installed").write_text("\n".join(LIBRETRANSLATE))
+        pip = [str(python), "-m", "pip", "install", "--quiet", *requirements]
+        subprocess.run(pip, check=True, timeout=1200)
+        (root / "installed").write_text("\n".join(requirements))
     return python
-
-
-@dataclass
-class Peer:
-    """A server process: how to start it, where it answers, what it took to start."""
-
-    name: str
-    cmd: list[str]
-    env: dict[str, str]
-    url: str
-    ready_path: str
-    proc: subprocess.Popen | None = None
-    startup_s: float = 0.0
-    measures: dict = field(default_factory=dict)
-
-    def start(self) -> None:
-        t0 = time.perf_counter()
-        self.proc = subprocess.Popen(self.cmd, env={**os.environ, **self.env}, cwd=ROOT)
-        deadline = time.monotonic() + 600
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise SystemExit(f"{self.name} exited with {self.proc.returncode}")
-            try:
-                if httpx.get(self.url + self.ready_path, timeout=2).status_code == 200:
-                    self.startup_s = time.perf_counter() - t0
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.1)
-        raise SystemExit(f"{self.name} did not start")
-
-    def rss_bytes(self) -> int:
-        """The server and its children (LibreTranslate's waitress runs in one process)."""
-        import psutil
-
-        assert self.proc is not None
-        root = psutil.Process(self.proc.pid)
-        return sum(p.memory_info().rss for p in [root, *root.children(recursive=True)])
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
 
 
 def translate(url: str, text: str, src: str, tgt: str) -> tuple[str, float]:
@@ -132,7 +88,7 @@ def translate(url: str, text: str, src: str, tgt: str) -> tuple[str, float]:
     return r.json()["translatedText"], time.perf_counter() - t0
 
 
-def lsmt_peer(bundle: Path) -> Peer:
+def lsmt_server(bundle: Path) -> ServiceProcess:
     port = free_port()
     env = {
         "LSMT_DEVICE": "cpu",
@@ -146,10 +102,10 @@ def lsmt_peer(bundle: Path) -> Peer:
         "LSMT_LOG_LEVEL": "warning",
     }
     cmd = [sys.executable, "-m", "server", str(bundle), "--port", str(port)]
-    return Peer("lsmt", cmd, env, f"http://127.0.0.1:{port}", "/readyz")
+    return ServiceProcess(cmd, port, "/readyz", env, name="lsmt")
 
 
-def libretranslate_peer(python: Path, home: Path, languages: list[str]) -> Peer:
+def libretranslate_server(python: Path, home: Path, languages: list[str]) -> ServiceProcess:
     port = free_port()
     env = {
         **home_env(home),
@@ -164,7 +120,7 @@ def libretranslate_peer(python: Path, home: Path, languages: list[str]) -> Peer:
     cmd = [str(python), "-c", main, "--host", "127.0.0.1", "--port", str(port),
            "--load-only", ",".join(languages), "--disable-web-ui", "--char-limit", "5000",
            "--threads", "4"]  # fmt: skip
-    return Peer("libretranslate", cmd, env, f"http://127.0.0.1:{port}", "/languages")
+    return ServiceProcess(cmd, port, "/languages", env, name="libretranslate")
 
 
 def home_env(home: Path) -> dict[str, str]:
@@ -186,11 +142,10 @@ def install_packages(python: Path, home: Path, packages: list[Path]) -> None:
     subprocess.run([str(python), "-c", code, *map(str, packages)], env=env, check=True)
 
 
-def measure(peer: Peer, args, routes, sentences, prefix: Path) -> dict:
+def measure(start: Callable[[], ServiceProcess], args, routes, sentences, prefix: Path) -> dict:
     """Start-up, memory, a cold route, fixed-rate latency, throughput under the p95 target,
     and every held-out sentence's output."""
-    peer.start()
-    try:
+    with start() as peer:
         out: dict = {"startup_s": peer.startup_s, "rss_idle_bytes": peer.rss_bytes()}
         src, tgt = routes[-1]  # least popular in the traffic: not used yet
         _, out["cold_first_request_s"] = translate(peer.url, sentences[src][0], src, tgt)
@@ -218,8 +173,6 @@ def measure(peer: Peer, args, routes, sentences, prefix: Path) -> dict:
             for s, t in routes
         }
         return out
-    finally:
-        peer.stop()
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -238,7 +191,7 @@ def main(argv: list[str] | None = None) -> dict:
     packages = args.out / "packages"
     subprocess.run([sys.executable, "-m", "model_export", "argos", str(args.bundle), "--out",
                     str(packages), "--routes", route_list], check=True, cwd=ROOT)  # fmt: skip
-    python = libretranslate_python(args.venv)
+    python = python_with(args.venv, LIBRETRANSLATE)
     home = args.out / "libretranslate-home"
     files = [packages / f"{bundle.name}-{s}_{t}.argosmodel" for s, t in routes]
     if not (home / "installed").is_file():  # a second run reuses the installed packages
@@ -250,9 +203,13 @@ def main(argv: list[str] | None = None) -> dict:
         "routes": [f"{s}-{t}" for s, t in routes],
         "rate_rps": args.rate,
     }
-    for peer in (lsmt_peer(args.bundle), libretranslate_peer(python, home, languages)):
-        print(f"measuring {peer.name}", flush=True)
-        result[peer.name] = measure(peer, args, routes, sentences, args.out / peer.name)
+    servers = {
+        "lsmt": lambda: lsmt_server(args.bundle),
+        "libretranslate": lambda: libretranslate_server(python, home, languages),
+    }
+    for name, start in servers.items():  # one after the other
+        print(f"measuring {name}", flush=True)
+        result[name] = measure(start, args, routes, sentences, args.out / name)
     result["agreement"] = agreement(result["lsmt"]["outputs"], result["libretranslate"]["outputs"])
     rows = table(result, args.p95_target_ms)
     write_results(args.out, result, rows)

@@ -56,8 +56,8 @@ def timed(stages: dict[str, list[float]], name: str, fn, *a):
 def profile_once(path: Path, route: tuple[str, str], stages: dict[str, list[float]]) -> None:
     from lsmt_bundle import load_bundle
     from lsmt_bundle.assembly import assemble, keeps_int8
-    from lsmt_bundle.ct2 import engine_files, open_translator
     from lsmt_bundle.engine_cache import EngineCache, engine_key
+    from lsmt_bundle.engines import engine_files, open_engine
 
     bundle = load_bundle(path)
     src, tgt = route
@@ -76,7 +76,7 @@ def profile_once(path: Path, route: tuple[str, str], stages: dict[str, list[floa
         dense = timed(stages, "assemble" + label, assemble, bundle.manifest, bundle.pieces, modules)
         build = "build engine (spec, int8, save)" + label
         files = timed(stages, build, engine_files, dense, "int8")
-    translator, _ = timed(stages, "load translator", open_translator, files)
+    translator, _ = timed(stages, "load translator", open_engine, files)
     source = [bundle.source_pieces(bundle.pieces[100:108], src, tgt)]
     timed(stages, "first translation", translator.translate_batch, source)
     with tempfile.TemporaryDirectory() as tmp:
@@ -85,7 +85,7 @@ def profile_once(path: Path, route: tuple[str, str], stages: dict[str, list[floa
         if key is not None:
             timed(stages, "store in the engine cache", cache.put, key, files)
             entry = timed(stages, "cache hit: check the entry", cache.get, key)
-            timed(stages, "cache hit: load translator", open_translator, entry)
+            timed(stages, "cache hit: load translator", open_engine, entry)
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -1,4 +1,5 @@
-"""A real ``python -m server`` in a subprocess, for the load tests and benchmarks."""
+"""A real ``python -m server`` (or another HTTP service) in a subprocess, for the load tests
+and benchmarks."""
 
 from __future__ import annotations
 
@@ -22,18 +23,28 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-class ServerProcess:
-    """``with ServerProcess([bundle], env) as server: ... server.url``; waits for /readyz
-    (warm-up done) on entry and stops the process (SIGTERM, then SIGKILL) on exit."""
+class ServiceProcess:
+    """``with ServiceProcess(cmd, port, ready_path, env) as service: ... service.url``:
+    started at once; on entry, waits until ``ready_path`` answers 200 (``startup_s``: the
+    seconds from the start until then); stops the process (SIGTERM, then SIGKILL) on exit."""
 
-    def __init__(self, bundles: list[Path], env: dict[str, str] | None = None) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        cmd = [sys.executable, "-m", "server", *map(str, bundles), "--port", str(self.port)]
-        base = {"LSMT_DEVICE": "cpu", "LSMT_LOG_LEVEL": "warning"}
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **base, **(env or {})})
+    def __init__(
+        self,
+        cmd: list[str],
+        port: int,
+        ready_path: str,
+        env: dict[str, str] | None = None,
+        name: str = "server",
+    ) -> None:
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
+        self.ready_path = ready_path
+        self.name = name
+        self.startup_s = 0.0
+        self._started = time.perf_counter()
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **(env or {})})
 
-    def __enter__(self) -> ServerProcess:
+    def __enter__(self) -> ServiceProcess:
         try:
             self.wait_ready()
         except BaseException:
@@ -48,19 +59,22 @@ class ServerProcess:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited with {self.proc.returncode}")
+                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}")
             try:
-                if httpx.get(f"{self.url}/readyz", timeout=2).status_code == 200:
+                if httpx.get(self.url + self.ready_path, timeout=2).status_code == 200:
+                    self.startup_s = time.perf_counter() - self._started
                     return
             except httpx.TransportError:
                 pass
             time.sleep(0.1)
-        raise RuntimeError("server did not become ready")
+        raise RuntimeError(f"{self.name} did not become ready")
 
     def rss_bytes(self) -> int:
+        """Resident memory of the process and its children."""
         import psutil
 
-        return psutil.Process(self.proc.pid).memory_info().rss
+        root = psutil.Process(self.proc.pid)
+        return sum(p.memory_info().rss for p in [root, *root.children(recursive=True)])
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -70,6 +84,17 @@ class ServerProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+class ServerProcess(ServiceProcess):
+    """``with ServerProcess([bundle], env) as server: ...``: LSMT's server on the bundles, on
+    the CPU; ready when /readyz says so (warm-up done)."""
+
+    def __init__(self, bundles: list[Path], env: dict[str, str] | None = None) -> None:
+        port = free_port()
+        cmd = [sys.executable, "-m", "server", *map(str, bundles), "--port", str(port)]
+        base = {"LSMT_DEVICE": "cpu", "LSMT_LOG_LEVEL": "warning"}
+        super().__init__(cmd, port, "/readyz", {**base, **(env or {})})
 
 
 def metric_sum(url: str, name: str, **labels: str) -> float:

@@ -33,7 +33,8 @@ def keeps_int8(manifest: Manifest) -> bool:
 def assemble(manifest: Manifest, pieces: list[str], modules: dict[str, Weights]) -> DenseModel:
     """Dense weights for one route from the decoded ``modules`` it reads (module name ->
     weights, in ``Bundle.modules_for`` order); ``pieces`` is the full vocabulary. float32,
-    except the int8 matrices of modules read as stored (``DenseModel.row_scales``)."""
+    except the int8 matrices of modules read as stored (``DenseModel.row_scales``), which
+    only a bundle that :func:`keeps_int8` may be read with (``Bundle.assemble`` decides)."""
     weights, extras = select(manifest, modules)
     scales = {n[: -len(SCALE_SUFFIX)]: weights.pop(n) for n in list(weights) if _is_scale(n)}
     dense = DenseModel(
@@ -44,8 +45,6 @@ def assemble(manifest: Manifest, pieces: list[str], modules: dict[str, Weights])
         modules=list(modules),
         row_scales=scales,
     )
-    if scales and not keeps_int8(manifest):
-        dense.dequantize()
     tie_embeddings(dense)
     for fusion in manifest.fusions:
         FUSION_RULES[fusion.rule](dense, fusion, extras)

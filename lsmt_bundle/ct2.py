@@ -91,15 +91,20 @@ def _ffn(spec: transformer_spec.FeedForwardSpec, dense: DenseModel, p: str) -> N
     _norm(spec.layer_norm, dense, f"{p}.norm")
 
 
+def _positions(dense: DenseModel, name: str) -> np.ndarray:
+    """A stack's position table: the route's own when a fusion made one (LEE adds the
+    language embedding to it), else the sinusoids."""
+    table = dense.weights.get(name)
+    a = dense.architecture
+    return sinusoid_table(a.max_positions, a.d_model) if table is None else table
+
+
 def fill_encoder(enc: transformer_spec.TransformerEncoderSpec, dense: DenseModel) -> None:
     """The encoder's weights into its spec: a Transformer route's, or a hybrid route's
     (``lsmt_bundle.hybrid``, where the encoder is a model of its own)."""
-    a, w = dense.architecture, dense.weights
+    a = dense.architecture
     _weight(enc.embeddings[0], dense, [EMBEDDING])
-    positions = w.get(ENCODER_POSITIONS)  # LEE may add E to the table
-    if positions is None:
-        positions = sinusoid_table(a.max_positions, a.d_model)
-    enc.position_encodings.encodings = positions
+    enc.position_encodings.encodings = _positions(dense, ENCODER_POSITIONS)
     for i, layer in enumerate(enc.layer):
         _attention(layer.self_attention, dense, f"encoder.layers.{i}.self_attn", cross=False)
         _ffn(layer.ffn, dense, f"encoder.layers.{i}.ffn")
@@ -115,11 +120,10 @@ def build_spec(dense: DenseModel) -> transformer_spec.TransformerSpec:
         pre_norm=a.pre_norm,
         activation=ACTIVATIONS[a.activation],
     )
-    positions = sinusoid_table(a.max_positions, a.d_model)
     fill_encoder(spec.encoder, dense)
     dec = spec.decoder
     _weight(dec.embeddings, dense, [DECODER_EMBEDDING])
-    dec.position_encodings.encodings = w.get(DECODER_POSITIONS, positions)
+    dec.position_encodings.encodings = _positions(dense, DECODER_POSITIONS)
     _weight(dec.projection, dense, [OUTPUT_PROJECTION])
     if w[OUTPUT_PROJECTION] is w[DECODER_EMBEDDING] and OUTPUT_PROJECTION in dense.row_scales:
         # Tied: CTranslate2 stores the projection as an alias of the embedding, whose scale

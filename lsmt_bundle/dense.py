@@ -1,4 +1,5 @@
-"""One route's dense Transformer, what assembly produces and an engine is built from.
+"""One route's dense model, what assembly produces and an engine is built from: a plain
+Transformer, or a hybrid's Transformer encoder and LSTM decoder (``architecture.decoder_kind``).
 
 The weight names here are the dense names of the bundle format (docs/export.md): the names a
 parameter has in a model with the route fixed. The tied embedding is one matrix; the decoder
@@ -27,7 +28,7 @@ DECODER_POSITIONS = "decoder.positions"
 
 @dataclass
 class DenseModel:
-    """One route's plain Transformer: what an engine is built from.
+    """One route's plain model: what an engine is built from.
 
     A weight named in ``row_scales`` is still the bundle's int8 (a route assembled in its
     stored precision, ``Bundle.assemble(..., keep_int8=True)``): its float value is each row

@@ -52,23 +52,22 @@ def bans(prefix: np.ndarray, eos: int, vocab: int, opts: SearchOptions) -> np.nd
     nothing is banned (the step broadcasts it)."""
     step = prefix.shape[1]
     n = opts.no_repeat_ngram_size
-    repeats: list[tuple[int, int]] = []
-    if n and step >= n - 1:
-        for r, tokens in enumerate(prefix.tolist()):
-            context = tokens[step - n + 1 :]
-            repeats += [
-                (r, tokens[j + n - 1])
-                for j in range(step - n + 1)
-                if tokens[j : j + n - 1] == context
-            ]
+    rows = tokens = np.zeros(0, dtype=np.int64)
+    if n and step >= n:
+        # Every n-gram of each hypothesis whose first n - 1 tokens are its last n - 1: the
+        # n-th token would repeat it.
+        grams = np.lib.stride_tricks.sliding_window_view(prefix, n, axis=1)  # (R, step-n+1, n)
+        context = prefix[:, step - n + 1 :]
+        repeats = (grams[:, :, : n - 1] == context[:, None, :]).all(axis=2)
+        rows, at = np.nonzero(repeats)
+        tokens = grams[rows, at, n - 1]
     end_banned = step < opts.min_length
-    if not repeats and not end_banned:
+    if not len(rows) and not end_banned:
         return np.zeros((1, 1), dtype=np.float32)
-    ban = np.zeros((len(prefix) if repeats else 1, vocab), dtype=np.float32)
+    ban = np.zeros((len(prefix) if len(rows) else 1, vocab), dtype=np.float32)
     if end_banned:
         ban[:, eos] = -np.inf
-    for r, tok in repeats:
-        ban[r, tok] = -np.inf
+    ban[rows, tokens] = -np.inf
     return ban
 
 

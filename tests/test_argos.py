@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import venv
 import zipfile
 from pathlib import Path
 
@@ -42,14 +41,10 @@ print(json.dumps({route: [translate.translate(t, *route.split("-")) for t in tex
 def argos_python(request) -> Path:
     """The Python of a virtualenv with argostranslate, built once per requirements and kept
     in pytest's cache directory."""
+    from loadtests.peer import python_with
+
     root = Path(request.config.cache.mkdir("lsmt-argos-venv")) / "-".join(ARGOS_REQUIREMENTS)
-    python = root / "bin" / "python"
-    if not (root / "installed").is_file():
-        venv.create(root, with_pip=True, clear=True)
-        pip = [str(python), "-m", "pip", "install", "--quiet", *ARGOS_REQUIREMENTS]
-        subprocess.run(pip, check=True, timeout=1200)
-        (root / "installed").write_text("\n".join(ARGOS_REQUIREMENTS))
-    return python
+    return python_with(root, ARGOS_REQUIREMENTS)
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,5 @@
-"""Greedy and beam search over the route-aware model, with a key/value cache.
+"""Greedy and beam search over the route-aware model, with its decoding cache (a Transformer's
+keys and values, a hybrid's LSTM states: ``model.new_cache`` / ``model.reorder_cache``).
 
 Conventions match the exported CTranslate2 engines: decoding starts from BOS, which is not
 returned; a hypothesis ends at EOS (not returned either). ``allowed`` (a boolean mask over the

@@ -21,13 +21,14 @@ Transformer's; ``decoder_sharing: separate`` gives each target language its own 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
 from torch import nn
 
 from .config import ModelConfig
-from .layers import Conditioning, LanguageSpecific, resolve
+from .layers import Conditioning, resolve
 from .transformer import Seq2SeqTransformer, SideGates, _Blocks
 
 
@@ -129,10 +130,10 @@ class HybridTransformer(Seq2SeqTransformer):
     """Transformer encoder + LSTM decoder; the forward, the step and the search are the
     Transformer's, with the decoder pass and its cache replaced."""
 
-    def _build_decoder(self, blocks: _Blocks) -> nn.Module:
-        if self.cfg.decoder_sharing == "separate":
-            return LanguageSpecific(lambda: LSTMDecoder(self.cfg), self.languages, "tgt")
-        return LSTMDecoder(self.cfg)
+    def _decoder_factory(
+        self, blocks: _Blocks, language_specific_layers: bool
+    ) -> Callable[[], nn.Module]:
+        return lambda: LSTMDecoder(self.cfg)
 
     def _decode(
         self,

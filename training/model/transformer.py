@@ -268,9 +268,15 @@ class Seq2SeqTransformer(nn.Module):
 
     def _build_decoder(self, blocks: _Blocks) -> nn.Module:
         """The decoder: one shared, or one per target language (``decoder_sharing``)."""
-        if self.cfg.decoder_sharing == "separate":
-            return LanguageSpecific(lambda: Decoder(blocks, False), self.languages, "tgt")
-        return Decoder(blocks)
+        separate = self.cfg.decoder_sharing == "separate"
+        make = self._decoder_factory(blocks, language_specific_layers=not separate)
+        return LanguageSpecific(make, self.languages, "tgt") if separate else make()
+
+    def _decoder_factory(
+        self, blocks: _Blocks, language_specific_layers: bool
+    ) -> Callable[[], nn.Module]:
+        """Makes one decoder (a separate decoder is already target-specific: no LSL in it)."""
+        return lambda: Decoder(blocks, language_specific_layers)
 
     # -- pieces used by training, search and export -------------------------------------------
     def embed(self, ids: torch.Tensor, offset: int = 0) -> torch.Tensor:
