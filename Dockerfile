@@ -27,7 +27,8 @@ COPY pyproject.toml README.md ./
 COPY lsmt_core ./lsmt_core
 COPY lsmt_bundle ./lsmt_bundle
 COPY server ./server
-RUN --mount=type=cache,target=/root/.cache/pip pip install './[serve]'
+# postgres: the driver for a PostgreSQL keys database (LSMT_KEYS_DB=postgresql://...)
+RUN --mount=type=cache,target=/root/.cache/pip pip install './[serve,postgres]'
 
 # ---------------------------------------------------------------------------------------------
 FROM base AS server

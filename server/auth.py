@@ -7,7 +7,8 @@ configured ``api_keys`` (compared in constant time; no limits) or a key of the k
 request is anonymous, allowed when ``anonymous_access`` (by default: when no key is
 configured), with the ``anonymous_*`` limits per client address.
 Missing key: 401 ``missing_api_key``; wrong key: 403 ``invalid_api_key``; revoked: 403
-``revoked_api_key``; over a limit: 429 ``rate_limited`` with ``Retry-After`` (:func:`admit`).
+``revoked_api_key``; over a limit: 429 ``rate_limited`` with ``Retry-After`` (:func:`admit`);
+the keys database unreachable: 503 ``keys_database_unavailable`` with ``Retry-After``.
 ``require_caller`` is the dependency of ``/v1/translate`` (and the check the validation error
 handler makes first); the LibreTranslate endpoints identify theirs in
 ``routes.libretranslate.authenticated_fields``, which also reads the body's ``api_key``.
@@ -18,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
+import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated
@@ -25,10 +27,12 @@ from typing import TYPE_CHECKING, Annotated
 from fastapi import Depends, Request
 
 from .errors import ApiError
-from .keys import Limits, anonymous_limits
+from .keys import KeyStoreUnavailable, Limits, anonymous_limits
 
 if TYPE_CHECKING:
     from .state import AppState
+
+log = logging.getLogger("lsmt.auth")
 
 
 @dataclass(frozen=True)
@@ -75,13 +79,27 @@ def invalid_key() -> ApiError:
     return ApiError(403, "invalid_api_key", "The API key is not valid.")
 
 
+def keys_unavailable(exc: KeyStoreUnavailable) -> ApiError:
+    """A request that cannot be checked against the keys database is refused, not let through."""
+    log.error("%s", exc)
+    return ApiError(
+        503,
+        "keys_database_unavailable",
+        "The API keys database cannot be reached; try again shortly.",
+        headers={"Retry-After": "5"},
+    )
+
+
 def identify(request: Request, given: str | None) -> Caller:
     """The caller of a request that sent key ``given`` (None: no key), or the 401/403."""
     st: AppState = request.app.state.lsmt
     settings = st.settings
     if given:
         if st.keys is not None and settings.keys_db is not None:
-            record = st.keys.find(given)  # a read of the index: never waits for a writer
+            try:
+                record = st.keys.find(given)  # a read of the index: never waits for a writer
+            except KeyStoreUnavailable as exc:
+                raise keys_unavailable(exc) from exc
             if record is not None:
                 if record.revoked:
                     raise ApiError(403, "revoked_api_key", "This API key has been revoked.")
@@ -126,7 +144,12 @@ async def admit(st: AppState, caller: Caller, chars: int) -> None:
     answer 429 naming the limit and when it resets (nothing is counted then)."""
     kind = "anonymous" if caller.subject.startswith("addr:") else "key"
     if caller.limits.any() and st.keys is not None:
-        exceeded = await asyncio.to_thread(st.keys.consume, caller.subject, chars, caller.limits)
+        try:
+            exceeded = await asyncio.to_thread(
+                st.keys.consume, caller.subject, chars, caller.limits
+            )
+        except KeyStoreUnavailable as exc:
+            raise keys_unavailable(exc) from exc
         if exceeded is not None:
             st.metrics.limit_rejections.labels(exceeded.limit).inc()
             retry = exceeded.retry_after_s()

@@ -1,14 +1,20 @@
 """API keys with their own limits, and the usage counters the limits are checked against.
 
-Stored in SQLite (``LSMT_KEYS_DB``; Python's own ``sqlite3``, no server to run): keys only as
-SHA-256 digests (the key is shown once, when it is added), each with optional limits:
-requests per minute, characters per minute and per day, and the largest request in
-characters. Usage is counted per subject (``key:<id>`` or ``addr:<address>`` for anonymous
-use) in fixed windows (the current minute and the current UTC day).
+Stored in a real database (``LSMT_KEYS_DB``): a SQLite file by default (Python's own
+``sqlite3``, no server to run), or PostgreSQL through a ``postgresql://`` URL where a
+deployment has one (``psycopg``, the ``postgres`` extra). Keys only as SHA-256 digests (the
+key is shown once, when it is added), each with optional limits: requests per minute,
+characters per minute and per day, and the largest request in characters. Usage is counted
+per subject (``key:<id>`` or ``addr:<address>`` for anonymous use) in fixed windows (the
+current minute and the current UTC day).
 
-Checking and counting is one ``BEGIN IMMEDIATE`` transaction, so concurrent requests, in one
-process or in several sharing the file, cannot overshoot a limit; counters live in the file
-and survive a restart. A request over a limit is not counted.
+Checking and counting is one transaction that holds the subject's lock (SQLite: the file's
+write lock, ``BEGIN IMMEDIATE``; PostgreSQL: a transaction-level advisory lock on the
+subject), so concurrent requests, in one process or in several sharing the database, cannot
+overshoot a limit; counters live in the database and survive a restart. A request over a
+limit is not counted. A database that cannot be reached raises :class:`KeyStoreUnavailable`
+(the server answers 503); PostgreSQL connections are opened on first use and opened again
+after they break, so the server starts, and recovers, without it.
 
     python -m server keys add NAME [--requests-per-minute N] [--chars-per-minute N]
                                    [--chars-per-day N] [--max-request-chars N]
@@ -18,42 +24,43 @@ and survive a restart. A request over a limit is not counted.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import math
+import re
 import secrets
 import sqlite3
 import threading
 import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     from .settings import Settings
 
 WINDOWS = {"minute": 60, "day": 86400}
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS api_keys (
-    id INTEGER PRIMARY KEY,
+# One schema for both databases; the few types that differ are filled in per dialect.
+# "window" is quoted: a reserved word in PostgreSQL.
+SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS api_keys (
+    id {id_column},
     name TEXT UNIQUE NOT NULL,
     key_sha256 TEXT UNIQUE NOT NULL,
-    created REAL NOT NULL,
+    created {float} NOT NULL,
     revoked INTEGER NOT NULL DEFAULT 0,
-    requests_per_minute INTEGER,
-    chars_per_minute INTEGER,
-    chars_per_day INTEGER,
-    max_request_chars INTEGER
-);
-CREATE TABLE IF NOT EXISTS usage (
+    {limit_columns}
+)""",
+    """CREATE TABLE IF NOT EXISTS usage (
     subject TEXT NOT NULL,
-    window TEXT NOT NULL,
-    window_start INTEGER NOT NULL,
-    requests INTEGER NOT NULL,
-    chars INTEGER NOT NULL,
-    PRIMARY KEY (subject, window, window_start)
-);
-"""
+    "window" TEXT NOT NULL,
+    window_start {int} NOT NULL,
+    requests {int} NOT NULL,
+    chars {int} NOT NULL,
+    PRIMARY KEY (subject, "window", window_start)
+)""",
+)
 
 
 @dataclass(frozen=True)
@@ -92,6 +99,10 @@ class LimitExceeded:
         return max(1, math.ceil(self.reset_at - (time.time() if now is None else now)))
 
 
+class KeyStoreUnavailable(Exception):
+    """The keys database cannot be reached (or failed); the message never holds a password."""
+
+
 def anonymous_limits(settings: Settings) -> Limits:
     """The limits of requests without a key (per client address)."""
     return Limits(
@@ -106,61 +117,252 @@ def key_digest(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
-class KeyStore:
-    """The keys and counters of one SQLite file (``":memory:"``: counters of this process
-    only, for anonymous limits without a database). Safe to share between threads."""
+def is_database_url(location: str | Path) -> bool:
+    return str(location).startswith(("postgresql://", "postgres://"))
 
-    def __init__(self, path: str | Path) -> None:
-        self.path = str(path)
+
+def redacted(url: str) -> str:
+    """``url`` without its password, for messages and logs."""
+    return re.sub(r"^([a-z]+://[^:/@]*):[^@]*@", r"\1:***@", url)
+
+
+# The two databases -----------------------------------------------------------------------------
+
+
+class _Dialect:
+    """What differs between the two databases: connecting, column types, locking, the
+    placeholder style, which exceptions mean the database failed."""
+
+    types: ClassVar[dict[str, str]]  # the SCHEMA's type slots
+    errors: tuple[type[Exception], ...]  # the database failed or cannot be reached
+    integrity_error: type[Exception]
+
+    def connect(self) -> Any:
+        raise NotImplementedError
+
+    def separate_reader(self) -> bool:
+        return True
+
+    def begin(self, db: Any) -> None:
+        db.execute("BEGIN")
+
+    def lock(self, db: Any, subject: str) -> None:
+        """Hold ``subject``'s lock until the transaction ends."""
+
+    def sql(self, statement: str) -> str:
+        """``statement`` (``?`` placeholders) in the driver's placeholder style."""
+        return statement
+
+    def broken(self, db: Any) -> bool:
+        return False
+
+    def after_failure(self, db: Any) -> Any:
+        """The connection to go on with after ``db`` raised one of :attr:`errors`: None (a
+        new one is opened when next needed), having closed it."""
+        if db is not None:
+            with contextlib.suppress(Exception):  # already gone
+                db.close()
+        return None
+
+
+class _SQLite(_Dialect):
+    """A SQLite file (or ``":memory:"``): the file's write lock serializes every writer."""
+
+    types: ClassVar[dict[str, str]] = {
+        "id_column": "INTEGER PRIMARY KEY",
+        "float": "REAL",
+        "int": "INTEGER",
+    }
+    errors = (sqlite3.OperationalError,)
+    integrity_error = sqlite3.IntegrityError
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        if path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+
+    def connect(self) -> Any:
+        # autocommit mode: transactions are the explicit BEGIN of each operation
+        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        db.execute("PRAGMA busy_timeout = 10000")  # other processes' transactions
         if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        # autocommit mode: transactions are the explicit BEGIN IMMEDIATE of each operation
-        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA busy_timeout = 10000")  # other processes' transactions
+            # readers never wait for a writer
+            db.execute("PRAGMA journal_mode = WAL")
+        return db
+
+    def separate_reader(self) -> bool:
+        return self.path != ":memory:"  # an in-memory database exists in one connection only
+
+    def begin(self, db: Any) -> None:
+        # the file's write lock (waited for up to the busy timeout): every subject's lock
+        db.execute("BEGIN IMMEDIATE")
+
+    def after_failure(self, db: Any) -> Any:
+        return db  # a busy or failing file, not a lost connection (":memory:" lives in it)
+
+
+class _Postgres(_Dialect):
+    """A PostgreSQL database by URL: a transaction-level advisory lock per subject serializes
+    the writers of one subject (rows that do not exist yet cannot be locked)."""
+
+    types: ClassVar[dict[str, str]] = {
+        "id_column": "BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY",
+        "float": "DOUBLE PRECISION",
+        "int": "BIGINT",
+    }
+
+    def __init__(self, url: str) -> None:
+        try:
+            import psycopg
+        except ImportError as exc:
+            raise KeyStoreUnavailable(
+                "a PostgreSQL keys database needs psycopg: pip install 'lsmt[postgres]'"
+            ) from exc
+        self.psycopg = psycopg
+        self.url = url
+        self.errors = (psycopg.OperationalError, psycopg.InterfaceError)
+        self.integrity_error = psycopg.IntegrityError
+
+    def connect(self) -> Any:
+        return self.psycopg.connect(self.url, autocommit=True, connect_timeout=10)
+
+    def lock(self, db: Any, subject: str) -> None:
+        db.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (subject,))
+
+    def sql(self, statement: str) -> str:
+        return statement.replace("?", "%s")
+
+    def broken(self, db: Any) -> bool:
+        return bool(db.closed or db.broken)
+
+
+class KeyStore:
+    """The keys and counters of one database: a SQLite file (``":memory:"``: counters of
+    this process only, for anonymous limits without a database) or a PostgreSQL URL. Safe to
+    share between threads."""
+
+    def __init__(self, location: str | Path) -> None:
+        self.location = str(location)
+        self._dialect: _Dialect = (
+            _Postgres(self.location) if is_database_url(self.location) else _SQLite(self.location)
+        )
+        self.where = (
+            redacted(self.location) if isinstance(self._dialect, _Postgres) else self.location
+        )
         self._lock = threading.Lock()
-        with self._lock:
-            if self.path != ":memory:":
-                # readers never wait for a writer (the key lookup runs on the event loop)
-                self._db.execute("PRAGMA journal_mode = WAL")
-            self._db.executescript(SCHEMA)
-        # Key lookups read through their own connection, outside the writers' transactions
-        # (an in-memory database exists in one connection only).
-        self._reader = self._db
-        self._read_lock = self._lock
-        if self.path != ":memory:":
-            self._reader = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-            self._read_lock = threading.Lock()
+        self._read_lock = threading.Lock()
+        self._db: Any = None
+        self._reader: Any = None
+        if isinstance(self._dialect, _SQLite):  # a file: fails now if it cannot be opened
+            try:
+                self._connect()
+            except sqlite3.Error as exc:
+                raise self._unavailable(exc) from exc
 
     def close(self) -> None:
-        if self._reader is not self._db:
-            self._reader.close()
-        self._db.close()
+        for db in {id(c): c for c in (self._reader, self._db) if c is not None}.values():
+            db.close()
+        self._db = self._reader = None
 
-    def _transaction(self) -> _Transaction:
-        return _Transaction(self._db, self._lock)
+    def _connect(self) -> None:
+        """Open the writing connection and make sure the tables exist (under ``_lock``, or
+        at construction)."""
+        d = self._dialect
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+        db = d.connect()
+        d.begin(db)
+        try:
+            d.lock(db, "lsmt-keys-schema")  # concurrent CREATE TABLE IF NOT EXISTS can race
+            limit_columns = ",\n    ".join(f"{n} {d.types['int']}" for n in LIMIT_NAMES)
+            for statement in SCHEMA:
+                db.execute(statement.format(limit_columns=limit_columns, **d.types))
+        except BaseException:
+            db.execute("ROLLBACK")
+            db.close()
+            raise
+        db.execute("COMMIT")
+        self._db = db
+
+    def _unavailable(self, exc: Exception) -> KeyStoreUnavailable:
+        return KeyStoreUnavailable(f"keys database {self.where}: {exc}")
+
+    def _transaction(self, subject: str | None = None) -> _Transaction:
+        return _Transaction(self, subject)
+
+    def _read(self, statement: str, params: tuple[Any, ...]) -> Any:
+        """The first row of a read on its own connection, outside the writers' transactions:
+        key lookups never wait for a writer."""
+        d = self._dialect
+        if not d.separate_reader():
+            with self._transaction() as db:
+                return db.execute(statement, params).fetchone()
+        with self._read_lock:
+            for last_try in (False, True):  # a connection that broke while idle: once more
+                fresh = self._reader is None or d.broken(self._reader)
+                try:
+                    if fresh:
+                        with self._lock:  # the tables may not exist before the first write
+                            if self._db is None or d.broken(self._db):
+                                self._connect()
+                        self._reader = d.connect()
+                    return self._reader.execute(d.sql(statement), params).fetchone()
+                except d.errors as exc:
+                    self._reader = d.after_failure(self._reader)
+                    if fresh or last_try:
+                        raise self._unavailable(exc) from exc
+        raise AssertionError("unreachable")
+
+    def _begin(self, subject: str | None) -> None:
+        """BEGIN on the writing connection (under ``_lock``), holding ``subject``'s lock.
+        A connection that fails here is replaced once: one that broke while idle (the
+        database restarted) is noticed only when used."""
+        d = self._dialect
+        for last_try in (False, True):
+            fresh = self._db is None or d.broken(self._db)
+            try:
+                if fresh:
+                    self._connect()
+                d.begin(self._db)
+                if subject is not None:
+                    d.lock(self._db, subject)
+                return
+            except d.errors:
+                self._db = d.after_failure(self._db)
+                if fresh or last_try:
+                    raise
 
     # Keys ------------------------------------------------------------------------------
 
     def add(self, name: str, limits: Limits = Limits()) -> str:
         """A new key named ``name``: the key itself, returned once (only its digest is kept)."""
         key = "lsmt-" + secrets.token_urlsafe(24)
-        with self._transaction() as db:
-            if db.execute("SELECT 1 FROM api_keys WHERE name = ?", (name,)).fetchone():
-                raise ValueError(f"a key named {name!r} exists")
-            db.execute(
-                "INSERT INTO api_keys (name, key_sha256, created, requests_per_minute, "
-                "chars_per_minute, chars_per_day, max_request_chars) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (name, key_digest(key), time.time(), *(getattr(limits, n) for n in LIMIT_NAMES)),
-            )
+        try:
+            with self._transaction() as db:
+                if db.execute("SELECT 1 FROM api_keys WHERE name = ?", (name,)).fetchone():
+                    raise ValueError(f"a key named {name!r} exists")
+                db.execute(
+                    "INSERT INTO api_keys (name, key_sha256, created, requests_per_minute, "
+                    "chars_per_minute, chars_per_day, max_request_chars) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        name,
+                        key_digest(key),
+                        time.time(),
+                        *(getattr(limits, n) for n in LIMIT_NAMES),
+                    ),
+                )
+        except self._dialect.integrity_error as exc:  # added at the same time elsewhere
+            raise ValueError(f"a key named {name!r} exists") from exc
         return key
 
     def find(self, key: str) -> KeyRecord | None:
-        with self._read_lock:
-            row = self._reader.execute(
-                f"SELECT id, name, revoked, {', '.join(LIMIT_NAMES)} FROM api_keys "
-                "WHERE key_sha256 = ?",
-                (key_digest(key),),
-            ).fetchone()
+        row = self._read(
+            f"SELECT id, name, revoked, {', '.join(LIMIT_NAMES)} FROM api_keys "
+            "WHERE key_sha256 = ?",
+            (key_digest(key),),
+        )
         return None if row is None else _record(row)
 
     def list(self) -> list[KeyRecord]:
@@ -172,9 +374,8 @@ class KeyStore:
 
     def revoke(self, name: str) -> bool:
         with self._transaction() as db:
-            return (
-                db.execute("UPDATE api_keys SET revoked = 1 WHERE name = ?", (name,)).rowcount > 0
-            )
+            cursor = db.execute("UPDATE api_keys SET revoked = 1 WHERE name = ?", (name,))
+            return bool(cursor.rowcount > 0)
 
     def set_limits(self, name: str, **limits: int | None) -> bool:
         """Set the given limits (None: no limit) of the key ``name``; the others stay."""
@@ -188,7 +389,7 @@ class KeyStore:
             cursor = db.execute(
                 f"UPDATE api_keys SET {assignments} WHERE name = ?", (*limits.values(), name)
             )
-            return cursor.rowcount > 0
+            return bool(cursor.rowcount > 0)
 
     # Usage -----------------------------------------------------------------------------
 
@@ -206,10 +407,10 @@ class KeyStore:
             ("chars_per_minute", "minute", chars, "chars"),
             ("chars_per_day", "day", chars, "chars"),
         ]
-        with self._transaction() as db:
+        with self._transaction(subject) as db:
             used = {
                 w: db.execute(
-                    "SELECT requests, chars FROM usage WHERE subject = ? AND window = ? "
+                    'SELECT requests, chars FROM usage WHERE subject = ? AND "window" = ? '
                     "AND window_start = ?",
                     (subject, w, starts[w]),
                 ).fetchone()
@@ -223,15 +424,16 @@ class KeyStore:
                     return LimitExceeded(limit, allowed, starts[window] + WINDOWS[window])
             for w in WINDOWS:
                 db.execute(
-                    "INSERT INTO usage (subject, window, window_start, requests, chars) "
-                    "VALUES (?, ?, ?, 1, ?) ON CONFLICT (subject, window, window_start) "
-                    "DO UPDATE SET requests = requests + 1, chars = chars + excluded.chars",
+                    'INSERT INTO usage (subject, "window", window_start, requests, chars) '
+                    'VALUES (?, ?, ?, 1, ?) ON CONFLICT (subject, "window", window_start) '
+                    "DO UPDATE SET requests = usage.requests + 1, "
+                    "chars = usage.chars + excluded.chars",
                     (subject, w, starts[w], chars),
                 )
             # windows that are over are never read again (the previous day stays for `list`)
             db.execute(
-                "DELETE FROM usage WHERE subject = ? AND ((window = 'minute' AND window_start < ?)"
-                " OR (window = 'day' AND window_start < ?))",
+                "DELETE FROM usage WHERE subject = ? AND ((\"window\" = 'minute' "
+                "AND window_start < ?) OR (\"window\" = 'day' AND window_start < ?))",
                 (subject, starts["minute"], starts["day"] - WINDOWS["day"]),
             )
         return None
@@ -243,7 +445,7 @@ class KeyStore:
         with self._transaction() as db:
             for w, seconds in WINDOWS.items():
                 row = db.execute(
-                    "SELECT requests, chars FROM usage WHERE subject = ? AND window = ? "
+                    'SELECT requests, chars FROM usage WHERE subject = ? AND "window" = ? '
                     "AND window_start = ?",
                     (subject, w, int(now // seconds * seconds)),
                 ).fetchone() or (0, 0)
@@ -251,27 +453,54 @@ class KeyStore:
         return out
 
 
+class _Connection:
+    """A connection whose ``execute`` takes ``?`` placeholders in either database."""
+
+    def __init__(self, db: Any, dialect: Any) -> None:
+        self.db, self.dialect = db, dialect
+
+    def execute(self, statement: str, params: tuple[Any, ...] = ()) -> Any:
+        return self.db.execute(self.dialect.sql(statement), params)
+
+
 class _Transaction:
-    """``with``: BEGIN IMMEDIATE (the write lock of the file, waited for up to the busy
-    timeout) under this process's lock; COMMIT on success, ROLLBACK on an exception."""
+    """``with``: a transaction on the store's writing connection under this process's lock
+    (and, given a subject, the database's lock of it); COMMIT on success, ROLLBACK on an
+    exception. A connection found broken is opened again first; a database that cannot be
+    reached raises :class:`KeyStoreUnavailable`."""
 
-    def __init__(self, db: sqlite3.Connection, lock: threading.Lock) -> None:
-        self.db, self.lock = db, lock
+    def __init__(self, store: KeyStore, subject: str | None) -> None:
+        self.store, self.subject = store, subject
 
-    def __enter__(self) -> sqlite3.Connection:
-        self.lock.acquire()
+    def __enter__(self) -> _Connection:
+        store, d = self.store, self.store._dialect
+        store._lock.acquire()
         try:
-            self.db.execute("BEGIN IMMEDIATE")
+            store._begin(self.subject)
+        except d.errors as exc:
+            store._lock.release()
+            raise store._unavailable(exc) from exc
         except BaseException:
-            self.lock.release()
+            store._lock.release()
             raise
-        return self.db
+        return _Connection(store._db, d)
 
-    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, *_: object
+    ) -> None:
+        store, d = self.store, self.store._dialect
         try:
-            self.db.execute("ROLLBACK" if exc_type else "COMMIT")
+            try:
+                store._db.execute("ROLLBACK" if exc_type else "COMMIT")
+            except d.errors as failed:
+                store._db = d.after_failure(store._db)
+                if exc_type is None:
+                    raise store._unavailable(failed) from failed
+            if isinstance(exc, d.errors):  # the connection failed inside the transaction
+                store._db = d.after_failure(store._db)
+                raise store._unavailable(exc) from exc
         finally:
-            self.lock.release()
+            store._lock.release()
 
 
 def _record(row: tuple[Any, ...]) -> KeyRecord:
@@ -289,7 +518,7 @@ def _limit_options(p: argparse.ArgumentParser) -> None:
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m server keys", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
-    p.add_argument("--db", type=Path, help="the keys database (default: LSMT_KEYS_DB)")
+    p.add_argument("--db", help="a SQLite file or a postgresql:// URL (default: LSMT_KEYS_DB)")
     sub = p.add_subparsers(dest="command", required=True)
     _limit_options(sub.add_parser("add", help="add a key; prints it once"))
     sub.add_parser("list", help="every key with its limits and today's usage")
@@ -304,7 +533,14 @@ def main(argv: list[str]) -> int:
         args.db = Settings().keys_db
     if args.db is None:
         p.error("no database: give --db or set LSMT_KEYS_DB")
-    store = KeyStore(args.db)
+    try:
+        _run(p, args, KeyStore(args.db))
+    except (KeyStoreUnavailable, ValueError) as exc:
+        p.error(str(exc))
+    return 0
+
+
+def _run(p: argparse.ArgumentParser, args: argparse.Namespace, store: KeyStore) -> None:
     given = {n: getattr(args, n, None) for n in LIMIT_NAMES}
     if args.command == "add":
         print(store.add(args.name, Limits(**given)))
@@ -322,4 +558,3 @@ def main(argv: list[str]) -> int:
         changes = {n: (v or None) for n, v in given.items() if v is not None}
         if not store.set_limits(args.name, **changes):
             p.error(f"no key named {args.name!r} (or no limit given)")
-    return 0

@@ -152,10 +152,11 @@ class Settings(BaseSettings):
     api_keys: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="Accepted API keys; empty: no authentication."
     )
-    keys_db: Path | None = Field(
+    keys_db: str | None = Field(
         None,
-        description="SQLite file of the API keys with limits (python -m server keys ...) and "
-        "of the usage counters; unset: only api_keys (no limits).",
+        description="The database of the API keys with limits (python -m server keys ...) and "
+        "of the usage counters: a SQLite file, or a postgresql:// URL (the postgres extra); "
+        "unset: only api_keys (no limits).",
     )
     anonymous_access: bool | None = Field(
         None,
@@ -185,6 +186,11 @@ class Settings(BaseSettings):
         30.0, ge=0, description="How long shutdown waits for in-flight requests."
     )
     log_level: str = "info"
+
+    @field_validator("keys_db", mode="before")
+    @classmethod
+    def _path_as_text(cls, v: Any) -> Any:
+        return str(v) if isinstance(v, Path) else v
 
     @field_validator("api_keys", "admin_keys", "warmup_routes", "bundles", mode="before")
     @classmethod

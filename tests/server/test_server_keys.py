@@ -1,24 +1,76 @@
 """API keys with limits and anonymous limits (server.keys, server.auth): each limit hits
 exactly at its number, concurrent requests cannot overshoot it, counters survive a restart,
-keys are stored hashed and managed from the command line; on a real server a limit answers
-429 with Retry-After and a body naming it, and wrong, revoked or missing keys 401/403."""
+keys are stored hashed and managed from the command line, in a SQLite file and in a real
+PostgreSQL server (pgserver: PostgreSQL's own binaries, on a Unix socket); on a real server a
+limit answers 429 with Retry-After and a body naming it, wrong, revoked or missing keys
+401/403, and a keys database that goes away 503 until it is back."""
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 import sys
 import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import httpx
 import pytest
 
-from server.keys import KeyStore, Limits
+from server.keys import KeyStore, KeyStoreUnavailable, Limits, redacted
 
 NOW = 1_800_000_030.0  # 30 s into a minute
+_DATABASES = itertools.count()
 
 
-def test_each_limit_hits_exactly_at_its_number(tmp_path):
-    store = KeyStore(tmp_path / "keys.db")
+def start_postgres(data_dir: Path):
+    import pgserver
+
+    return pgserver.get_server(data_dir, cleanup_mode="stop")
+
+
+@pytest.fixture(scope="module")
+def postgres(tmp_path_factory) -> Iterator:
+    """One PostgreSQL server for the module's tests; each test makes its own database."""
+    server = start_postgres(tmp_path_factory.mktemp("pg"))
+    yield server
+    server.cleanup()
+
+
+def new_database(server) -> str:
+    """The URL of a new, empty database on ``server``."""
+    name = f"keys_{next(_DATABASES)}"
+    server.psql(f"CREATE DATABASE {name};")
+    return server.get_uri(name)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def keys_db(request, tmp_path) -> str:
+    """Where a test's keys database is: a SQLite file, or a database on a PostgreSQL server."""
+    if request.param == "sqlite":
+        return str(tmp_path / "keys.db")
+    return new_database(request.getfixturevalue("postgres"))
+
+
+@pytest.fixture
+def database_bytes(request) -> Callable[[str], bytes]:
+    """dump(keys_db) -> every byte the database holds: the SQLite file, or PostgreSQL's dump."""
+
+    def dump(location: str) -> bytes:
+        if not location.startswith("postgresql://"):
+            return Path(location).read_bytes()
+        import pgserver
+
+        pg_dump = Path(pgserver.__file__).parent / "pginstall" / "bin" / "pg_dump"
+        out = subprocess.run([str(pg_dump), location], capture_output=True, check=True)
+        assert b"api_keys" in out.stdout  # the dump holds the tables it should
+        return out.stdout
+
+    return dump
+
+
+def test_each_limit_hits_exactly_at_its_number(keys_db):
+    store = KeyStore(keys_db)
     per_minute = Limits(requests_per_minute=3)
     assert [store.consume("a", 10, per_minute, NOW) for _ in range(3)] == [None] * 3
     refused = store.consume("a", 10, per_minute, NOW)
@@ -37,11 +89,10 @@ def test_each_limit_hits_exactly_at_its_number(tmp_path):
     assert store.usage("d", NOW)["minute"] == {"requests": 1, "chars": 20}  # refusals not counted
 
 
-def test_concurrent_requests_cannot_overshoot(tmp_path):
-    """Eight threads with their own connections to one file (as processes sharing it)."""
-    path = tmp_path / "keys.db"
+def test_concurrent_requests_cannot_overshoot(keys_db):
+    """Eight threads with their own connections to one database (as processes sharing it)."""
     limits = Limits(requests_per_minute=25)
-    stores = [KeyStore(path) for _ in range(8)]
+    stores = [KeyStore(keys_db) for _ in range(8)]
     admitted = []
 
     def hammer(store: KeyStore) -> None:
@@ -55,16 +106,15 @@ def test_concurrent_requests_cannot_overshoot(tmp_path):
     assert sum(admitted) == 25 and len(admitted) == 80
 
 
-def test_counters_and_keys_survive_a_restart_and_keys_are_stored_hashed(tmp_path):
-    path = tmp_path / "keys.db"
-    store = KeyStore(path)
+def test_counters_and_keys_survive_a_restart_and_keys_are_stored_hashed(keys_db, database_bytes):
+    store = KeyStore(keys_db)
     key = store.add("team-a", Limits(requests_per_minute=2))
     assert store.consume("key:1", 5, Limits(requests_per_minute=2), NOW) is None
     store.close()
-    again = KeyStore(path)
+    again = KeyStore(keys_db)
     assert again.find(key).name == "team-a" and again.find(key).limits.requests_per_minute == 2
     assert again.usage("key:1", NOW)["minute"]["requests"] == 1
-    assert key.encode() not in path.read_bytes()
+    assert key.encode() not in database_bytes(keys_db)
     assert again.revoke("team-a") and again.find(key).revoked
     assert again.set_limits("team-a", chars_per_day=1000, requests_per_minute=None)
     assert again.find(key).limits == Limits(chars_per_day=1000)
@@ -72,8 +122,8 @@ def test_counters_and_keys_survive_a_restart_and_keys_are_stored_hashed(tmp_path
         again.add("team-a")
 
 
-def test_keys_command_line(tmp_path):
-    db = str(tmp_path / "keys.db")
+def test_keys_command_line(keys_db):
+    db = keys_db
 
     def keys(*args: str) -> subprocess.CompletedProcess:
         cmd = [sys.executable, "-m", "server", "keys", "--db", db, *args]
@@ -86,6 +136,32 @@ def test_keys_command_line(tmp_path):
     assert "alice\tactive\trequests_per_minute=5, chars_per_day=900" in listed
     assert keys("remove", "alice").returncode == 0 and "alice\trevoked" in keys("list").stdout
     assert keys("remove", "bob").returncode != 0
+    again = keys("add", "alice")
+    assert again.returncode == 2 and "a key named 'alice' exists" in again.stderr
+
+
+def test_an_unreachable_database_is_an_error_that_passes(tmp_path):
+    """A PostgreSQL server that stops: KeyStoreUnavailable (no password in it), then the
+    same store works again once the server is back (its connections are opened anew)."""
+    server = start_postgres(tmp_path / "pg")
+    url = new_database(server)
+    store = KeyStore(url)
+    key = store.add("a", Limits(requests_per_minute=5))
+    assert store.consume("key:1", 3, Limits(requests_per_minute=5), NOW) is None
+    server.cleanup()  # stops it
+    try:
+        with pytest.raises(KeyStoreUnavailable, match="keys database"):
+            store.find(key)
+        with pytest.raises(KeyStoreUnavailable):
+            store.consume("key:1", 3, Limits(requests_per_minute=5), NOW)
+    finally:
+        server = start_postgres(tmp_path / "pg")
+    assert store.find(key).name == "a"
+    assert store.consume("key:1", 3, Limits(requests_per_minute=5), NOW) is None
+    assert store.usage("key:1", NOW)["minute"]["requests"] == 2  # the refused one not counted
+    store.close()
+    server.cleanup()
+    assert redacted("postgresql://lsmt:s3cret@db:5432/keys") == "postgresql://lsmt:***@db:5432/keys"
 
 
 @pytest.mark.integration
@@ -145,3 +221,31 @@ def test_anonymous_limits_per_address(make_server):
     codes = [httpx.post(f"{srv.url}/v1/translate", json=body, timeout=60).status_code
              for _ in range(3)]  # fmt: skip
     assert codes == [200, 200, 429]
+
+
+@pytest.mark.integration
+def test_a_server_on_postgresql_answers_503_while_the_database_is_away(make_server, tmp_path):
+    server = start_postgres(tmp_path / "pg")
+    url = new_database(server)
+    store = KeyStore(url)
+    key = store.add("team", Limits(requests_per_minute=3))
+    store.close()
+    srv = make_server(keys_db=url)
+    body = {"text": "Follow me.", "source": "en", "target": "de", "beam_size": 1}
+    auth = {"Authorization": f"Bearer {key}"}
+    with srv.client() as c:
+        assert c.post("/v1/translate", json=body, headers=auth).status_code == 200
+        server.cleanup()  # the database goes away
+        try:
+            r = c.post("/v1/translate", json=body, headers=auth)
+            assert r.status_code == 503 and r.headers["Retry-After"] == "5"
+            assert r.json()["error"]["code"] == "keys_database_unavailable"
+            assert "s3cret" not in r.text and url not in r.text
+        finally:
+            server = start_postgres(tmp_path / "pg")
+        assert c.post("/v1/translate", json=body, headers=auth).status_code == 200
+        r = c.post("/v1/translate", json=body, headers=auth)  # the third counted request
+        assert r.status_code == 200
+        r = c.post("/v1/translate", json=body, headers=auth)
+        assert r.status_code == 429 and r.json()["error"]["limit"] == "requests_per_minute"
+    server.cleanup()
