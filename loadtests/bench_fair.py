@@ -1,10 +1,13 @@
 """Fair share under mixed load: one-sentence requests alone and beside heavy clients, with
-the batches filled in arrival order (``fifo``) or round-robin across clients (``fair``).
+the batches filled in arrival order (``fifo``), round-robin across clients (``fair``), or
+round-robin with an express lane for short requests (``express``: ``fair`` and
+``LSMT_EXPRESS_BATCH_SIZE``, ``--express``).
 
     python -m loadtests.bench_fair [--bundle models/default] [--route en-es] [--heavy 8]
-                                   [--small 20] [--rounds 2] [--out runs/bench_fair] [--quick]
+                                   [--small 20] [--rounds 2] [--express 1]
+                                   [--out runs/bench_fair] [--quick]
 
-For each round and policy (policies alternate, so both see the same machine state) a real
+For each round and policy (policies alternate, so all see the same machine state) a real
 ``python -m server`` serves the bundle with one API key per client; then:
 
 - alone: ``--small`` one-sentence requests, one after the other;
@@ -15,7 +18,7 @@ For each round and policy (policies alternate, so both see the same machine stat
 
 Printed and saved (JSON, CSV, PNG): per policy the p50/p95 latency of the small requests alone
 and beside the heavy ones, their ratio (issue 27's aim: within 3x of alone), and the heavy
-throughput, with fair / fifo ratios measured side by side in the run.
+throughput, with the ratios of each policy to fifo measured side by side in the run.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from .results import write_results
 from .server_process import ROOT, ServerProcess
 
 NTREX = ROOT / "training" / "data" / "ntrex128" / "newstest2019-src.eng.txt"
-POLICIES = ("fifo", "fair")
+POLICIES = ("fifo", "fair", "express")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -50,6 +53,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument(
         "--max-batch-size", type=int, default=None, help="the server's LSMT_MAX_BATCH_SIZE"
+    )
+    p.add_argument(
+        "--express", type=int, default=1, help="the express policy's LSMT_EXPRESS_BATCH_SIZE"
     )
     p.add_argument(
         "--quick", action="store_true", help="2 heavy clients of 2 paragraphs, 4 small, 1 round"
@@ -141,7 +147,8 @@ def measure_policy(args: argparse.Namespace, policy: str) -> dict:
     src, tgt = args.route.split("-")
     keys = [f"heavy-{i}" for i in range(args.heavy)] + ["small"]
     env = {
-        "LSMT_BATCH_POLICY": policy,
+        "LSMT_BATCH_POLICY": "fifo" if policy == "fifo" else "fair",
+        "LSMT_EXPRESS_BATCH_SIZE": str(args.express if policy == "express" else 0),
         "LSMT_API_KEYS": ",".join(keys),
         "LSMT_WARMUP_ROUTES": args.route,
         "LSMT_QUEUE_SIZE": "1024",
@@ -183,16 +190,19 @@ def measure_policy(args: argparse.Namespace, policy: str) -> dict:
 
 
 def summarize(rows: list[dict]) -> dict:
-    """Medians over rounds per policy, and fair / fifo."""
+    """Medians over rounds per policy, and each policy / fifo."""
     by = {p: [r for r in rows if r["policy"] == p] for p in POLICIES}
     med = {p: {k: statistics.median(r[k] for r in by[p]) for k in rows[0] if k != "policy"}
            for p in POLICIES}  # fmt: skip
     return {
         "per_policy": med,
-        "fair_over_fifo": {
-            "small_p95_beside": med["fair"]["beside_p95_s"] / med["fifo"]["beside_p95_s"],
-            "heavy_throughput": med["fair"]["heavy_sentences_per_s"]
-            / med["fifo"]["heavy_sentences_per_s"],
+        "over_fifo": {
+            p: {
+                "small_p95_beside": med[p]["beside_p95_s"] / med["fifo"]["beside_p95_s"],
+                "heavy_throughput": med[p]["heavy_sentences_per_s"]
+                / med["fifo"]["heavy_sentences_per_s"],
+            }
+            for p in POLICIES[1:]
         },
     }
 
@@ -209,6 +219,8 @@ def plot(summary: dict, out: Path) -> Path:
     left.bar([i - 0.2 for i in x], [med[p]["alone_p95_s"] for p in POLICIES], 0.4, label="alone")
     left.bar([i + 0.2 for i in x], [med[p]["beside_p95_s"] for p in POLICIES], 0.4,
              label="beside heavy clients")  # fmt: skip
+    left.axhline(3 * min(med[p]["alone_p95_s"] for p in POLICIES), color="grey", ls="--",
+                 lw=1, label="3x alone (aim)")  # fmt: skip
     left.set_xticks(list(x), POLICIES)
     left.set_ylabel("p95 latency of one sentence (s)")
     left.set_yscale("log")
@@ -227,7 +239,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     rows = []
     for r in range(args.rounds):
-        for policy in POLICIES if r % 2 == 0 else reversed(POLICIES):
+        for policy in POLICIES[r % len(POLICIES) :] + POLICIES[: r % len(POLICIES)]:
             row = {"round": r, **measure_policy(args, policy)}
             rows.append(row)
             print(
@@ -241,11 +253,12 @@ def main(argv: list[str] | None = None) -> dict:
     result = {"settings": {k: str(v) for k, v in vars(args).items()}, "rows": rows, **summary}
     write_results(args.out, result, rows, name="fair_share")
     plot(summary, args.out)
-    ratios = summary["fair_over_fifo"]
-    print(
-        f"fair / fifo: small p95 beside heavy {ratios['small_p95_beside']:.2f}x, "
-        f"heavy throughput {ratios['heavy_throughput']:.2f}x -> {args.out}"
-    )
+    for policy, ratios in summary["over_fifo"].items():
+        print(
+            f"{policy} / fifo: small p95 beside heavy {ratios['small_p95_beside']:.2f}x, "
+            f"heavy throughput {ratios['heavy_throughput']:.2f}x"
+        )
+    print(f"-> {args.out}")
     return result
 
 

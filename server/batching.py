@@ -17,6 +17,13 @@ every document queued before it, and one client cannot take an engine by sending
 requests; with a single job waiting the batch is the same as in arrival order (``fifo``, kept
 for comparison).
 
+With ``express_batch_size`` E > 0 one of the ``inter_threads`` slots is an express lane: its
+batches hold at most E sentences, from the jobs with the fewest sentences left first. A light
+job (at most E sentences left) goes to the express lane whenever that is free, and the bulk
+lanes take light jobs only when no heavy job waits; when no light job waits, the express lane
+runs heavy sentences E at a time, so its core is not idle. A one-sentence request beside
+documents then waits for an express batch of E sentences, not for a full batch.
+
 The queue is bounded (``queue_size`` jobs waiting per engine): ``submit`` raises ``QueueFull``
 at once instead of queueing forever. A job whose request timed out is skipped.
 """
@@ -87,6 +94,10 @@ class Job:
     def pending_tokens(self) -> int:
         return sum(len(s) for s in self.sources[self.next_index :])
 
+    @property
+    def pending_sentences(self) -> int:
+        return len(self.sources) - self.next_index
+
 
 def run_translate_batch(
     translator: Any, sources: list[list[str]], opts: DecodeOptions, max_positions: int
@@ -110,9 +121,9 @@ def select_sentences(
     within ``max_tokens`` source tokens (one longer sentence still goes alone) and
     ``max_size`` sentences; each taken sentence advances its job's ``next_index``.
 
-    ``fair``: round-robin over owners (in the order of their oldest job) and, within an
-    owner, over its jobs; a job whose next sentence does not fit sits this batch out.
-    Otherwise arrival order: each job's sentences until the batch is full."""
+    ``fair``: round-robin over owners (in the order of their first job in ``jobs``) and,
+    within an owner, over its jobs; a job whose next sentence does not fit sits this batch
+    out. Otherwise ``jobs``' order: each job's sentences until the batch is full."""
     items: list[tuple[Job, int]] = []
     tokens = 0
 
@@ -173,7 +184,11 @@ class Batcher:
         self.executor = executor
         self.queue: deque[Job] = deque()
         self._wake = asyncio.Event()
-        self._slots = asyncio.Semaphore(settings.resolved_inter_threads)
+        # Batch slots per lane (module docstring); without an express lane, all are bulk.
+        express = 1 if settings.express_batch_size and settings.resolved_inter_threads > 1 else 0
+        self._capacity = {"bulk": settings.resolved_inter_threads - express, "express": express}
+        self._busy = {"bulk": 0, "express": 0}
+        self._lane_freed = asyncio.Event()
         self._running: set[asyncio.Task[None]] = set()
         self._task: asyncio.Task[None] | None = None
         self._closing = False
@@ -244,15 +259,37 @@ class Batcher:
                     await asyncio.wait_for(self._wake.wait(), remaining)
                 except TimeoutError:
                     break
-            await self._slots.acquire()
+            lane = await self._acquire_lane()
             self._prune()
-            batch = self._take_batch()
+            batch = self._take_batch(lane)
             if not batch:
-                self._slots.release()
+                self._release_lane(lane)
                 continue
-            task = asyncio.create_task(self._run_batch(*batch))
+            task = asyncio.create_task(self._run_batch(lane, *batch))
             self._running.add(task)
             task.add_done_callback(self._running.discard)
+
+    async def _acquire_lane(self) -> str:
+        """A free batch slot: the express lane when a light job waits for it, else a bulk
+        one, else the express lane (heavy sentences in small batches)."""
+        while True:
+            free = [lane for lane in ("bulk", "express") if self._busy[lane] < self._capacity[lane]]
+            if free:
+                lane = "express" if "express" in free and self._light_waiting() else free[0]
+                self._busy[lane] += 1
+                return lane
+            self._lane_freed.clear()
+            await self._lane_freed.wait()
+
+    def _release_lane(self, lane: str) -> None:
+        self._busy[lane] -= 1
+        self._lane_freed.set()
+
+    def _is_light(self, job: Job) -> bool:
+        return job.pending_sentences <= self.settings.express_batch_size
+
+    def _light_waiting(self) -> bool:
+        return any(not j.cancelled and self._is_light(j) for j in self.queue)
 
     def _nobody_else_coming(self) -> bool:
         """True when every request inside the server is already queued here: waiting
@@ -265,15 +302,21 @@ class Batcher:
     def _waiting_tokens(self) -> int:
         return sum(j.pending_tokens for j in self.queue if not j.cancelled)
 
-    def _take_batch(self) -> tuple[list[tuple[Job, int]], DecodeOptions, int] | None:
+    def _take_batch(self, lane: str) -> tuple[list[tuple[Job, int]], DecodeOptions, int] | None:
         if not self.queue:
             return None
-        opts = self.queue[0].options
+        jobs = [j for j in self.queue if not j.cancelled]
+        express = lane == "express"
+        if self._capacity["express"] and not express and any(not self._is_light(j) for j in jobs):
+            jobs = [j for j in jobs if not self._is_light(j)]  # light ones: the express lane
+        if express:  # the fewest sentences left first (stable: arrival order among equals)
+            jobs.sort(key=lambda j: j.pending_sentences)
+        opts = jobs[0].options
         items = select_sentences(
-            [j for j in self.queue if not j.cancelled and j.options == opts],
+            [j for j in jobs if j.options == opts],
             self.settings.max_batch_tokens,
-            self.settings.resolved_max_batch_size,
-            fair=self.settings.batch_policy == "fair",
+            self.settings.express_batch_size if express else self.settings.resolved_max_batch_size,
+            fair=self.settings.batch_policy == "fair" or express,
         )
         now = time.perf_counter()
         for job in dict.fromkeys(job for job, _ in items):
@@ -286,7 +329,7 @@ class Batcher:
         return items, opts, sum(len(job.sources[i]) for job, i in items)
 
     async def _run_batch(
-        self, items: list[tuple[Job, int]], opts: DecodeOptions, tokens: int
+        self, lane: str, items: list[tuple[Job, int]], opts: DecodeOptions, tokens: int
     ) -> None:
         jobs = list(dict.fromkeys(j for j, _ in items))
         try:
@@ -299,7 +342,7 @@ class Batcher:
                 if not job.future.done():
                     job.future.set_exception(exc)
         finally:
-            self._slots.release()
+            self._release_lane(lane)
 
     async def _translate(
         self, items: list[tuple[Job, int]], opts: DecodeOptions, tokens: int, n_jobs: int

@@ -100,6 +100,14 @@ class Settings(BaseSettings):
         description="How a batch is filled: fair takes sentences round-robin across clients "
         "(API key, else address) and their requests; fifo takes them in arrival order.",
     )
+    express_batch_size: int = Field(
+        0,
+        ge=0,
+        description="Sentences per batch of the express lane: one of an engine's inter_threads "
+        "batch slots kept for requests of at most this many sentences (the shortest first; "
+        "heavy sentences fill it when none waits), so that a short request waits for a batch "
+        "of this size rather than a full one; 0: no express lane (needs inter_threads >= 2).",
+    )
     queue_size: int = Field(
         256, ge=1, description="Requests waiting per engine; beyond it: 429 + Retry-After."
     )

@@ -162,19 +162,20 @@ def test_bench_sparse_quick_times_both_engines_on_equal_work(tmp_path):
 
 
 def test_fair_share_benchmark_quick(tmp_path):
-    """Both policies measured on real servers with the default model; outputs well formed."""
+    """Every policy measured on real servers with the default model; outputs well formed."""
     from loadtests import bench_fair
 
     out = tmp_path / "fair"
     result = bench_fair.main(["--quick", "--out", str(out)])
     saved = json.loads((out / "fair_share.json").read_text())
-    assert [r["policy"] for r in saved["rows"]] == ["fifo", "fair"]
+    assert [r["policy"] for r in saved["rows"]] == ["fifo", "fair", "express"]
     for row in saved["rows"]:
         assert row["heavy_errors"] == 0 and row["heavy_sentences_per_s"] > 0, row
         assert 0 < row["alone_p50_s"] <= row["alone_p95_s"], row
-    assert set(result["fair_over_fifo"]) == {"small_p95_beside", "heavy_throughput"}
+    assert set(result["over_fifo"]) == {"fair", "express"}
+    assert set(result["over_fifo"]["express"]) == {"small_p95_beside", "heavy_throughput"}
     with open(out / "fair_share.csv") as f:
-        assert len(list(csv.DictReader(f))) == 2
+        assert len(list(csv.DictReader(f))) == 3
     _png(out / "fair_share.png")
 
 

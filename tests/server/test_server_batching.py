@@ -113,3 +113,59 @@ def test_a_one_sentence_request_is_not_held_behind_documents(make_server, slow, 
         assert finished["small"] < first_document
     else:
         assert finished["small"] >= last_document - 0.05
+
+
+@pytest.mark.integration
+def test_the_express_lane_runs_a_short_request_in_a_small_batch(make_server):
+    """Documents keep the bulk lane busy; a one-sentence request sent among them runs in an
+    express batch of its own size and is answered before any document, and the express lane
+    runs document sentences (one at a time) while no short request waits."""
+    from server.engines import default_loader
+
+    batches: list[list[list[str]]] = []
+
+    class Recording:  # every batch's sources; a batch takes 30 ms per sentence
+        def __init__(self, inner) -> None:
+            self.inner = inner
+
+        def translate_batch(self, sources, *args, **kwargs):
+            batches.append([list(s) for s in sources])
+            time.sleep(0.03 * len(sources))
+            return self.inner.translate_batch(sources, *args, **kwargs)
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+    def load(bundle, src, tgt, settings):
+        translator, nbytes = default_loader(bundle, src, tgt, settings)
+        return Recording(translator), nbytes
+
+    srv = make_server(
+        loader=load, inter_threads=2, express_batch_size=1, max_batch_size=8, batch_wait_ms=0
+    )
+    small = {"text": "Where is the station?", "source": "en", "target": "de", "beam_size": 1}
+    document = {**small, "text": ["Follow me."] * 24}
+    assert httpx.post(f"{srv.url}/v1/translate", json=small, timeout=60).status_code == 200
+    batches.clear()
+    finished: dict[str, float] = {}
+
+    def send(name: str, body: dict) -> None:
+        r = httpx.post(f"{srv.url}/v1/translate", json=body, timeout=60)
+        assert r.status_code == 200, r.text
+        finished[name] = time.perf_counter()
+
+    threads = [threading.Thread(target=send, args=(f"doc{i}", document)) for i in range(3)]
+    for t in threads:
+        t.start()
+    time.sleep(0.3)  # the documents are queued and both lanes busy
+    send("small", small)
+    for t in threads:
+        t.join()
+    assert finished["small"] < min(v for k, v in finished.items() if k != "small")
+    doc_sentence = batches[0][0]  # every document sentence is the same
+    with_small = [b for b in batches if any(s != doc_sentence for s in b)]
+    assert len(with_small) == 1 and len(with_small[0]) == 1, with_small  # an express batch
+    sizes = [len(b) for b in batches if b not in with_small]
+    assert max(sizes) == 8  # bulk batches full
+    assert sizes.count(1) >= 2  # the express lane ran document sentences too
+    assert sum(sizes) == 3 * 24
