@@ -73,7 +73,8 @@ def profile_once(path: Path, route: tuple[str, str], stages: dict[str, list[floa
             return {n: bundle.read_module(n, keep) for n in names}
 
         modules = timed(stages, "read modules" + label, read)
-        dense = timed(stages, "assemble" + label, assemble, bundle.manifest, bundle.pieces, modules)
+        pieces = bundle.pieces_of(src), bundle.pieces_of(tgt)
+        dense = timed(stages, "assemble" + label, assemble, bundle.manifest, modules, *pieces)
         build = "build engine (spec, int8, save)" + label
         files = timed(stages, build, engine_files, dense, "int8")
     translator, _ = timed(stages, "load translator", open_engine, files)

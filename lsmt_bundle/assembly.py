@@ -2,14 +2,23 @@
 
 Selection first (every weight group's ``select``), then the tied embeddings, then the
 manifest's fusion rules in order (:data:`lsmt_bundle.fusions.FUSION_RULES`); the result must
-hold every layer a plain Transformer of the (possibly fused) architecture needs.
+hold every layer a plain Transformer of the (possibly fused) architecture needs. A language
+with its own tokenizer brings its own embeddings (``Manifest.language_tokenizers``): the
+route's source and target vocabularies then differ, which an engine takes as it is.
 """
 
 from __future__ import annotations
 
 from lsmt_core.manifest import Manifest
 
-from .dense import DECODER_EMBEDDING, EMBEDDING, OUTPUT_PROJECTION, DenseModel, Weights
+from .dense import (
+    DECODER_EMBEDDING,
+    EMBEDDING,
+    ENCODER_EMBEDDING,
+    OUTPUT_PROJECTION,
+    DenseModel,
+    Weights,
+)
 from .errors import BundleError
 from .fusions import FUSION_RULES, select
 from .storage import SCALE_SUFFIX
@@ -30,18 +39,24 @@ def keeps_int8(manifest: Manifest) -> bool:
     )
 
 
-def assemble(manifest: Manifest, pieces: list[str], modules: dict[str, Weights]) -> DenseModel:
+def assemble(
+    manifest: Manifest,
+    modules: dict[str, Weights],
+    source_pieces: list[str],
+    target_pieces: list[str],
+) -> DenseModel:
     """Dense weights for one route from the decoded ``modules`` it reads (module name ->
-    weights, in ``Bundle.modules_for`` order); ``pieces`` is the full vocabulary. float32,
-    except the int8 matrices of modules read as stored (``DenseModel.row_scales``), which
-    only a bundle that :func:`keeps_int8` may be read with (``Bundle.assemble`` decides)."""
+    weights, in ``Bundle.modules_for`` order); ``source_pieces`` and ``target_pieces`` are the
+    vocabularies of its two languages (``Bundle.pieces_of``). float32, except the int8
+    matrices of modules read as stored (``DenseModel.row_scales``), which only a bundle that
+    :func:`keeps_int8` may be read with (``Bundle.assemble`` decides)."""
     weights, extras = select(manifest, modules)
     scales = {n[: -len(SCALE_SUFFIX)]: weights.pop(n) for n in list(weights) if _is_scale(n)}
     dense = DenseModel(
         architecture=manifest.architecture,
         weights=weights,
-        source_vocab=list(pieces),
-        target_vocab=list(pieces),
+        source_vocab=list(source_pieces),
+        target_vocab=list(target_pieces),
         modules=list(modules),
         row_scales=scales,
     )
@@ -53,13 +68,28 @@ def assemble(manifest: Manifest, pieces: list[str], modules: dict[str, Weights])
 
 
 def tie_embeddings(dense: DenseModel) -> None:
-    if EMBEDDING not in dense.weights:
+    """The encoder embedding, the decoder embedding and the output projection: the shared
+    module's tied matrix, except where a language with its own vocabulary brings its own (the
+    source's encoder embedding, the target's decoder embedding and projection)."""
+    w, scales = dense.weights, dense.row_scales
+    if EMBEDDING not in w:
         raise BundleError(f"shared module lacks {EMBEDDING}")
-    for name in (DECODER_EMBEDDING, OUTPUT_PROJECTION):
-        if name not in dense.weights:
-            dense.weights[name] = dense.weights[EMBEDDING]
-            if EMBEDDING in dense.row_scales:
-                dense.row_scales[name] = dense.row_scales[EMBEDDING]
+    for name, tied_to in ((DECODER_EMBEDDING, EMBEDDING), (OUTPUT_PROJECTION, DECODER_EMBEDDING)):
+        if name not in w:
+            w[name] = w[tied_to]
+            if tied_to in scales:
+                scales[name] = scales[tied_to]
+    if ENCODER_EMBEDDING in w:
+        w[EMBEDDING] = w.pop(ENCODER_EMBEDDING)
+        if ENCODER_EMBEDDING in scales:
+            scales[EMBEDDING] = scales.pop(ENCODER_EMBEDDING)
+        else:
+            scales.pop(EMBEDDING, None)
+    for name, vocab in ((EMBEDDING, dense.source_vocab), (DECODER_EMBEDDING, dense.target_vocab)):
+        if w[name].shape[0] != len(vocab):
+            raise BundleError(
+                f"{name} has {w[name].shape[0]} rows for a vocabulary of {len(vocab)} pieces"
+            )
 
 
 def _is_scale(name: str) -> bool:

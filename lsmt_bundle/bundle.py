@@ -11,7 +11,7 @@ from pathlib import Path
 
 from safetensors.numpy import load
 
-from lsmt_core.manifest import Manifest
+from lsmt_core.manifest import Manifest, TokenizerInfo
 from lsmt_core.routes import Route
 from lsmt_core.tags import tag_source
 
@@ -23,11 +23,19 @@ from .store import check_digest, module_name, module_path, read_manifest
 
 
 class Bundle:
-    def __init__(self, path: Path, manifest: Manifest, pieces: list[str]):
+    def __init__(
+        self,
+        path: Path,
+        manifest: Manifest,
+        pieces: list[str],
+        language_pieces: dict[str, list[str]] | None = None,
+    ):
         self.path = path
         self.manifest = manifest
         self.name = manifest.name
         self.pieces = pieces  # tokenizer pieces in id order = the full vocabulary
+        # the vocabularies of the languages with their own tokenizer
+        self.language_pieces = language_pieces or {}
         self._indices = manifest.indices_used()
 
     @property
@@ -36,7 +44,16 @@ class Bundle:
 
     @property
     def tokenizer_path(self) -> Path:
+        """The bundle's tokenizer (every language without one of its own)."""
         return self.path / self.manifest.tokenizer.path
+
+    def tokenizer_path_of(self, lang: str) -> Path:
+        """The tokenizer that writes ``lang``."""
+        return self.path / self.manifest.tokenizer_of(lang).path
+
+    def pieces_of(self, lang: str) -> list[str]:
+        """``lang``'s vocabulary: its own tokenizer's pieces, else the bundle's."""
+        return self.language_pieces.get(lang, self.pieces)
 
     @property
     def max_source_positions(self) -> int:
@@ -48,10 +65,11 @@ class Bundle:
 
     def modules_for(self, src: str, tgt: str) -> list[str]:
         """The modules a route reads, in a fixed order."""
+        own = self.manifest.language_tokenizers  # their modules hold their embeddings
         names = [module_name("shared")]
-        if "src" in self._indices:
+        if "src" in self._indices or src in own:
             names.append(module_name("src", src))
-        if "tgt" in self._indices:
+        if "tgt" in self._indices or tgt in own:
             names.append(module_name("tgt", tgt))
         return names
 
@@ -112,7 +130,7 @@ class Bundle:
         keep = keep_int8 and keeps_int8(self.manifest)
         names = self.modules_for(src, tgt)
         modules = {name: self.read_module(name, keep) for name in names}
-        return assemble(self.manifest, self.pieces, modules)
+        return assemble(self.manifest, modules, self.pieces_of(src), self.pieces_of(tgt))
 
 
 def read_pieces(model_path: Path) -> list[str]:
@@ -126,15 +144,25 @@ def read_pieces(model_path: Path) -> list[str]:
 
 
 def load_bundle(path: str | Path) -> Bundle:
-    """Read and validate a bundle's manifest and tokenizer; modules are read lazily."""
+    """Read and validate a bundle's manifest and tokenizers; modules are read lazily."""
     root = Path(path)
     manifest = read_manifest(root)
-    tokenizer = root / manifest.tokenizer.path
-    if tokenizer.is_file():
-        check_digest(manifest, manifest.tokenizer.path, tokenizer.read_bytes())
-    pieces = read_pieces(tokenizer)
-    if len(pieces) != manifest.tokenizer.vocab_size:
+    pieces = _read_tokenizer(root, manifest, manifest.tokenizer)
+    language_pieces = {
+        lang: _read_tokenizer(root, manifest, info)
+        for lang, info in manifest.language_tokenizers.items()
+    }
+    return Bundle(root, manifest, pieces, language_pieces)
+
+
+def _read_tokenizer(root: Path, manifest: Manifest, info: TokenizerInfo) -> list[str]:
+    """A tokenizer's pieces, after checking its digest and its recorded size."""
+    model = root / info.path
+    if model.is_file():
+        check_digest(manifest, info.path, model.read_bytes())
+    pieces = read_pieces(model)
+    if len(pieces) != info.vocab_size:
         raise BundleError(
-            f"tokenizer has {len(pieces)} pieces, manifest says {manifest.tokenizer.vocab_size}"
+            f"tokenizer {info.path} has {len(pieces)} pieces, manifest says {info.vocab_size}"
         )
-    return Bundle(root, manifest, pieces)
+    return pieces

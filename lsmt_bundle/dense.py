@@ -2,8 +2,9 @@
 Transformer, or a hybrid's Transformer encoder and LSTM decoder (``architecture.decoder_kind``).
 
 The weight names here are the dense names of the bundle format (docs/export.md): the names a
-parameter has in a model with the route fixed. The tied embedding is one matrix; the decoder
-embedding and the output projection are written only when a fusion makes them differ from it.
+parameter has in a model with the route fixed. The tied embedding is one matrix, the encoder's
+(``EMBEDDING``); the decoder embedding and the output projection are written only when a
+fusion or a target language's own vocabulary makes them differ from it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ from .errors import BundleError
 Weights = dict[str, np.ndarray]
 
 EMBEDDING = "embed_tokens.weight"
+# A language's own embeddings, stored in its modules (``Manifest.language_tokenizers``): the
+# source language's replaces the encoder's, the target language's is DECODER_EMBEDDING.
+ENCODER_EMBEDDING = "encoder.embed_tokens.weight"
 DECODER_EMBEDDING = "decoder.embed_tokens.weight"
 OUTPUT_PROJECTION = "decoder.output_projection.weight"
 # Optional dense weights: a stack's position table when a fusion changed it (else sinusoids).

@@ -2,7 +2,7 @@
 
 An entry is an engine directory (CTranslate2's, or a hybrid engine's: ``lsmt_bundle.engines``)
 named by the digest of everything it is built from: the route, the SHA-256 the manifest
-records for each module the route reads and for the tokenizer, the manifest's architecture,
+records for each module the route reads and for the tokenizers, the manifest's architecture,
 fusions and tag scheme, the quantization, the CTranslate2 (for a hybrid also ONNX Runtime)
 version and the source of this package (assembly code that changes cannot serve engines
 built by the old one). A module changed on disk has another digest, so an engine
@@ -45,7 +45,8 @@ def engine_key(bundle: Bundle, src: str, tgt: str, quantization: str | None) -> 
     import ctranslate2
 
     manifest = bundle.manifest
-    files = [manifest.tokenizer.path] + [
+    tokenizers = [manifest.tokenizer_of(lang).path for lang in (src, tgt)]
+    files = list(dict.fromkeys([manifest.tokenizer.path, *tokenizers])) + [
         f"modules/{name}.safetensors" for name in bundle.modules_for(src, tgt)
     ]
     digests = [manifest.files.get(rel) for rel in files]

@@ -3,6 +3,7 @@
     bundle/
       manifest.json                    (lsmt_core.manifest.Manifest)
       tokenizer/spm.model
+      tokenizers/<lang>/spm.model      (a language with its own tokenizer, if any)
       modules/shared.safetensors
       modules/src/<lang>.safetensors   (only when some weights are source-indexed)
       modules/tgt/<lang>.safetensors   (target-indexed weights, target vocabulary ids)
@@ -45,18 +46,28 @@ def module_path(root: Path, name: str) -> Path:
 
 
 def write_bundle(
-    out: Path, manifest: Manifest, modules: dict[str, Weights], tokenizer_model: Path
+    out: Path,
+    manifest: Manifest,
+    modules: dict[str, Weights],
+    tokenizer_model: Path,
+    language_tokenizer_models: dict[str, Path] | None = None,
 ) -> None:
-    """Write a bundle; ``modules`` maps module names (``shared``, ``src/de``...) to weights."""
+    """Write a bundle; ``modules`` maps module names (``shared``, ``src/de``...) to weights,
+    ``language_tokenizer_models`` the languages of ``manifest.language_tokenizers`` to their
+    SentencePiece models."""
     out.mkdir(parents=True, exist_ok=True)
-    (out / "tokenizer").mkdir(exist_ok=True)
-    shutil.copyfile(tokenizer_model, out / manifest.tokenizer.path)
+    tokenizers = {manifest.tokenizer.path: tokenizer_model}
+    for lang, model in (language_tokenizer_models or {}).items():
+        tokenizers[manifest.language_tokenizers[lang].path] = model
+    for rel, model in tokenizers.items():
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(model, out / rel)
     for name, weights in modules.items():
         path = module_path(out, name)
         path.parent.mkdir(parents=True, exist_ok=True)
         save_file({k: np.ascontiguousarray(v) for k, v in weights.items()}, str(path))
         path.chmod(0o644)  # safetensors writes 0600: a server running as another user must read it
-    written = [manifest.tokenizer.path] + [
+    written = [*tokenizers] + [
         module_path(out, name).relative_to(out).as_posix() for name in modules
     ]
     manifest.files = {rel: digest((out / rel).read_bytes()) for rel in sorted(written)}

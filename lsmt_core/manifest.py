@@ -164,6 +164,19 @@ class TokenizerInfo(_Strict):
     vocab_size: int
 
 
+def language_tokenizer_path(lang: str) -> str:
+    """Where a language's own tokenizer lives in a bundle."""
+    return f"tokenizers/{lang}/spm.model"
+
+
+# The weight groups of a language's own embeddings (``Manifest.language_tokenizers``): only
+# the languages with their own tokenizer have modules holding them.
+VOCABULARY_GROUPS = (
+    WeightGroup(prefix="encoder.embed_tokens", index="src"),
+    WeightGroup(prefix="decoder.embed_tokens", index="tgt"),
+)
+
+
 class Manifest(_Strict):
     format_version: Literal[1] = FORMAT_VERSION
     name: str
@@ -172,6 +185,13 @@ class Manifest(_Strict):
     architecture: Architecture
     tag_scheme: TagScheme
     tokenizer: TokenizerInfo
+    language_tokenizers: dict[str, TokenizerInfo] = Field(default_factory=dict)
+    """Languages written with a tokenizer of their own (a language added with its own
+    vocabulary, Shallow paper section 3.5), on both sides: its pieces are the language's
+    vocabulary, and its embeddings are in its modules (``encoder.embed_tokens.weight`` in
+    ``src/<lang>``, ``decoder.embed_tokens.weight``, tied to the output projection, in
+    ``tgt/<lang>``). Every other language uses ``tokenizer``. Written only when not empty,
+    so a bundle without one reads as it did before the field existed."""
     store_dtype: Literal["float32", "float16", "int8"]
     weight_groups: list[WeightGroup]
     fusions: list[Fusion] = Field(default_factory=list)
@@ -189,7 +209,23 @@ class Manifest(_Strict):
                 raise ValueError(f"route {src}->{tgt} is not a pair of distinct bundle languages")
         if not any(g.index == "shared" and g.prefix == "" for g in self.weight_groups):
             raise ValueError("weight_groups needs a shared group with the empty prefix")
+        strangers = sorted(set(self.language_tokenizers) - langs)
+        if strangers:
+            raise ValueError(f"language_tokenizers names languages the bundle lacks: {strangers}")
+        if self.language_tokenizers and not all(g in self.weight_groups for g in VOCABULARY_GROUPS):
+            raise ValueError("language_tokenizers needs the weight groups of their embeddings")
         return self
+
+    @model_serializer(mode="wrap")
+    def _omit_empty_language_tokenizers(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if not self.language_tokenizers and isinstance(data, dict):
+            data.pop("language_tokenizers", None)
+        return data
+
+    def tokenizer_of(self, lang: str) -> TokenizerInfo:
+        """The tokenizer that writes ``lang``: its own, else the bundle's."""
+        return self.language_tokenizers.get(lang, self.tokenizer)
 
     def group_of(self, dense_name: str) -> WeightGroup:
         """The group storing ``dense_name`` (longest matching prefix)."""
@@ -197,7 +233,9 @@ class Manifest(_Strict):
         return max(matches, key=lambda g: len(g.prefix))
 
     def indices_used(self) -> set[Index]:
-        used: set[Index] = {g.index for g in self.weight_groups}
+        """The indices whose module every route reads (a language's own embeddings are read
+        only for the languages of ``language_tokenizers``: ``Bundle.modules_for``)."""
+        used: set[Index] = {g.index for g in self.weight_groups if g not in VOCABULARY_GROUPS}
         for fusion in self.fusions:
             used |= fusion.reads  # the modules holding the fusion's inputs
         return used

@@ -53,7 +53,7 @@ def decode(served: ServedBundle, engine, sources: list[list[str]], **options) ->
 
 def flags_of(served, detector, sources, outputs, tgt) -> list[set[str]]:
     return [
-        sentence_flags(served.untagged(s), served.untagged(o), served.decode(o), tgt, detector)
+        sentence_flags(served.untagged(s), served.untagged(o), served.decode(o, tgt), tgt, detector)
         for s, o in zip(sources, outputs, strict=True)
     ]
 
@@ -93,7 +93,7 @@ def study_testset(
                           repetition_penalty=penalty, no_repeat_ngram_size=no_repeat)  # fmt: skip
             flags = flags_of(served, detector, sources, outs, tgt)
             g = by_guard[name]
-            g["hyps"] += [(tgt, served.decode(o)) for o in outs]
+            g["hyps"] += [(tgt, served.decode(o, tgt)) for o in outs]
             g["refs"] += refs
             g["flags"] += flags
             if (penalty, no_repeat) != DEFAULT_GUARDS:
@@ -112,8 +112,8 @@ def study_testset(
             retry["cleared"] += sum(
                 len(a) < len(flags[i]) for a, i in zip(after, flagged, strict=True)
             )
-            retry["chrf_before"] += [(tgt, served.decode(outs[i])) for i in flagged]
-            retry["chrf_after"] += [(tgt, served.decode(o)) for o in again]
+            retry["chrf_before"] += [(tgt, served.decode(outs[i], tgt)) for i in flagged]
+            retry["chrf_after"] += [(tgt, served.decode(o, tgt)) for o in again]
             retry["refs"] += [refs[i] for i in flagged]
     rows_out = []
     for name, _, _ in GUARDS:

@@ -3,7 +3,8 @@
 Wraps ``lsmt_bundle.Bundle`` (duck-typed, so tests may pass a stand-in with the same
 attributes: ``name``, ``path``, ``manifest.languages``, ``routes``, ``engine_key(src, tgt)``,
 ``tokenizer_path``, ``source_pieces(pieces, src, tgt)``, ``assemble(src, tgt)`` and
-``max_source_positions``).
+``max_source_positions``; optionally ``tokenizer_path_of(lang)`` for languages with a
+tokenizer of their own).
 """
 
 from __future__ import annotations
@@ -30,7 +31,16 @@ class ServedBundle:
         self.languages: list[str] = list(bundle.manifest.languages)
         self.routes: list[Route] = [Route(s, t) for s, t in bundle.routes]
         self.route_set = set(self.routes)
-        self._sp = spm.SentencePieceProcessor(model_file=str(bundle.tokenizer_path))
+        # One SentencePiece model per tokenizer file: a language with its own (an added
+        # language, Manifest.language_tokenizers) is written and read with it.
+        path_of = getattr(bundle, "tokenizer_path_of", lambda lang: bundle.tokenizer_path)
+        paths = {lang: Path(path_of(lang)) for lang in self.languages}
+        processors = {
+            path: spm.SentencePieceProcessor(model_file=str(path))
+            for path in {bundle.tokenizer_path, *paths.values()}
+        }
+        self._sp = processors[bundle.tokenizer_path]
+        self._sp_of = {lang: processors[path] for lang, path in paths.items()}
         limit = getattr(bundle, "max_source_positions", None)
         if limit is None:
             limit = bundle.manifest.architecture.max_positions
@@ -58,10 +68,16 @@ class ServedBundle:
     def targets_for(self, src: str) -> list[str]:
         return [t for s, t in self.routes if s == src]
 
+    def tokenizer(self, lang: str) -> spm.SentencePieceProcessor:
+        """The SentencePiece model that writes ``lang``."""
+        return self._sp_of.get(lang, self._sp)
+
     def pieces(self, sentence: str, lang: str) -> list[str]:
         """SentencePiece pieces of a sentence in ``lang``, after the corpus normalisation the
         model was trained on (NFC, spacing, CJK spaces); no tags."""
-        pieces: list[str] = self._sp.encode(normalize_text(sentence, lang), out_type=str)
+        pieces: list[str] = self.tokenizer(lang).encode(
+            normalize_text(sentence, lang), out_type=str
+        )
         return pieces
 
     def encode(self, sentence: str, src: str, tgt: str) -> list[str]:
@@ -72,9 +88,10 @@ class ServedBundle:
         """Pieces without language and quality tags."""
         return [p for p in pieces if p not in self._tags]
 
-    def decode(self, pieces: list[str]) -> str:
-        # The model may emit a tag: it is dropped; byte pieces <0x..> stay.
-        text: str = self._sp.decode_pieces(self.untagged(pieces))
+    def decode(self, pieces: list[str], lang: str) -> str:
+        """Text in ``lang`` from its pieces. The model may emit a tag: it is dropped; byte
+        pieces <0x..> stay."""
+        text: str = self.tokenizer(lang).decode_pieces(self.untagged(pieces))
         return text
 
 

@@ -449,7 +449,7 @@ class TranslationService:
         return sentence_flags(
             served.untagged(sentence.pieces),
             served.untagged(best.pieces),
-            served.decode(best.pieces),
+            served.decode(best.pieces, target),
             target,
             self.detector,
         )
@@ -534,7 +534,7 @@ class TranslationService:
                 sents, scores = [], []
                 for hyps in per_sentence:
                     h = hyps[k] if k < len(hyps) else hyps[0]
-                    sents.append(served.decode(h.pieces))
+                    sents.append(served.decode(h.pieces, target))
                     scores.append(h.score)
                 variants.append(
                     (join_text(lines, sents, target), sum(scores) / max(len(scores), 1))

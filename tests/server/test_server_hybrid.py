@@ -39,5 +39,5 @@ def test_hybrid_bundle_translates_as_its_engine_does(make_server, hybrid_bundle,
     served = ServedBundle(load_bundle(hybrid_bundle))
     engine, _ = load_engine(served.bundle.assemble("en", "fr"), compute_type="int8")
     results = engine.translate_batch([served.encode(s, "en", "fr") for s in SENTENCES], beam_size=2)
-    assert served_out == [served.decode(res.hypotheses[0]) for res in results]
+    assert served_out == [served.decode(res.hypotheses[0], "fr") for res in results]
     assert any((tmp_path / "cache").iterdir())  # the engine cache keeps hybrid engines too
