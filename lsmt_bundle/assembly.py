@@ -14,8 +14,9 @@ from lsmt_core.manifest import Manifest
 from .dense import (
     DECODER_EMBEDDING,
     EMBEDDING,
-    ENCODER_EMBEDDING,
     OUTPUT_PROJECTION,
+    SOURCE_EMBEDDING,
+    TARGET_EMBEDDING,
     DenseModel,
     Weights,
 )
@@ -71,25 +72,35 @@ def tie_embeddings(dense: DenseModel) -> None:
     """The encoder embedding, the decoder embedding and the output projection: the shared
     module's tied matrix, except where a language with its own vocabulary brings its own (the
     source's encoder embedding, the target's decoder embedding and projection)."""
-    w, scales = dense.weights, dense.row_scales
+    w = dense.weights
     if EMBEDDING not in w:
         raise BundleError(f"shared module lacks {EMBEDDING}")
-    for name, tied_to in ((DECODER_EMBEDDING, EMBEDDING), (OUTPUT_PROJECTION, DECODER_EMBEDDING)):
-        if name not in w:
-            w[name] = w[tied_to]
-            if tied_to in scales:
-                scales[name] = scales[tied_to]
-    if ENCODER_EMBEDDING in w:
-        w[EMBEDDING] = w.pop(ENCODER_EMBEDDING)
-        if ENCODER_EMBEDDING in scales:
-            scales[EMBEDDING] = scales.pop(ENCODER_EMBEDDING)
-        else:
-            scales.pop(EMBEDDING, None)
+    _move(dense, TARGET_EMBEDDING, DECODER_EMBEDDING)  # the target language's own, if any
+    _tie(dense, DECODER_EMBEDDING, EMBEDDING)
+    _tie(dense, OUTPUT_PROJECTION, DECODER_EMBEDDING)
+    _move(dense, SOURCE_EMBEDDING, EMBEDDING)  # the source language's own, after the ties
     for name, vocab in ((EMBEDDING, dense.source_vocab), (DECODER_EMBEDDING, dense.target_vocab)):
         if w[name].shape[0] != len(vocab):
             raise BundleError(
                 f"{name} has {w[name].shape[0]} rows for a vocabulary of {len(vocab)} pieces"
             )
+
+
+def _move(dense: DenseModel, own: str, name: str) -> None:
+    """A language's own embedding ``own`` (with its int8 scales) becomes ``name``."""
+    if own in dense.weights:
+        dense.weights[name] = dense.weights.pop(own)
+        dense.row_scales.pop(name, None)
+        if own in dense.row_scales:
+            dense.row_scales[name] = dense.row_scales.pop(own)
+
+
+def _tie(dense: DenseModel, name: str, tied_to: str) -> None:
+    """``name`` is ``tied_to`` (and its int8 scales) unless the route has its own."""
+    if name not in dense.weights:
+        dense.weights[name] = dense.weights[tied_to]
+        if tied_to in dense.row_scales:
+            dense.row_scales[name] = dense.row_scales[tied_to]
 
 
 def _is_scale(name: str) -> bool:

@@ -21,8 +21,10 @@ Weights = dict[str, np.ndarray]
 
 EMBEDDING = "embed_tokens.weight"
 # A language's own embeddings, stored in its modules (``Manifest.language_tokenizers``): the
-# source language's replaces the encoder's, the target language's is DECODER_EMBEDDING.
-ENCODER_EMBEDDING = "encoder.embed_tokens.weight"
+# source language's replaces the encoder's, the target language's the decoder's and the
+# output projection (tied).
+SOURCE_EMBEDDING = "source_embed_tokens.weight"
+TARGET_EMBEDDING = "target_embed_tokens.weight"
 DECODER_EMBEDDING = "decoder.embed_tokens.weight"
 OUTPUT_PROJECTION = "decoder.output_projection.weight"
 # Optional dense weights: a stack's position table when a fusion changed it (else sinusoids).

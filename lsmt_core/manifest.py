@@ -172,8 +172,8 @@ def language_tokenizer_path(lang: str) -> str:
 # The weight groups of a language's own embeddings (``Manifest.language_tokenizers``): only
 # the languages with their own tokenizer have modules holding them.
 VOCABULARY_GROUPS = (
-    WeightGroup(prefix="encoder.embed_tokens", index="src"),
-    WeightGroup(prefix="decoder.embed_tokens", index="tgt"),
+    WeightGroup(prefix="source_embed_tokens", index="src"),
+    WeightGroup(prefix="target_embed_tokens", index="tgt"),
 )
 
 
@@ -188,8 +188,8 @@ class Manifest(_Strict):
     language_tokenizers: dict[str, TokenizerInfo] = Field(default_factory=dict)
     """Languages written with a tokenizer of their own (a language added with its own
     vocabulary, Shallow paper section 3.5), on both sides: its pieces are the language's
-    vocabulary, and its embeddings are in its modules (``encoder.embed_tokens.weight`` in
-    ``src/<lang>``, ``decoder.embed_tokens.weight``, tied to the output projection, in
+    vocabulary, and its embeddings are in its modules (``source_embed_tokens.weight`` in
+    ``src/<lang>``, ``target_embed_tokens.weight``, tied to the output projection, in
     ``tgt/<lang>``). Every other language uses ``tokenizer``. Written only when not empty,
     so a bundle without one reads as it did before the field existed."""
     store_dtype: Literal["float32", "float16", "int8"]

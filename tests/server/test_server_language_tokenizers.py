@@ -74,8 +74,8 @@ def give_own_tokenizer(bundle: Path, lang: str) -> np.ndarray:
     embedding = {k[len("embed_tokens.weight") :]: v for k, v in shared.items()
                  if k.startswith("embed_tokens.weight")}  # fmt: skip
     for index, name in (
-        ("src", "encoder.embed_tokens.weight"),
-        ("tgt", "decoder.embed_tokens.weight"),
+        ("src", "source_embed_tokens.weight"),
+        ("tgt", "target_embed_tokens.weight"),
     ):
         path = module_path(bundle, f"{index}/{lang}")
         module = load_file(path) if path.exists() else {}
