@@ -73,6 +73,9 @@ def export_main(argv: list[str]) -> int:
         target_vocab_rule=rule,
         provenance=export_provenance(recipe, meta, evaluation, dropped),
         lms_path=args.lms_path,
+        language_tokenizer_models={
+            lang: meta.language_tokenizer_model_path(lang) for lang in meta.language_tokenizers
+        },
     )
     dense, worst = verify_export(model, args.out, manifest)
     print_summary(args.out, manifest, dense, worst, time.perf_counter() - started)

@@ -27,8 +27,8 @@ import numpy as np
 
 from lsmt_bundle import Bundle, BundleError, load_bundle
 from lsmt_bundle.storage import max_error
-from lsmt_bundle.store import MANIFEST, digest, module_index, module_path
-from lsmt_core.manifest import LowRankSum, Manifest, TargetVocab
+from lsmt_bundle.store import MANIFEST, digest, module_index
+from lsmt_core.manifest import VOCABULARY_GROUPS, LowRankSum, Manifest, TargetVocab
 from lsmt_core.routes import Route
 
 from .selection import parse_routes, target_vocabulary
@@ -73,6 +73,9 @@ def add_languages(
             target_vocab=target_vocab,
             target_vocab_rule=rule,
             lms_path=_lms_path(bundle.manifest),
+            language_tokenizer_models={
+                lang: meta.language_tokenizer_model_path(lang) for lang in meta.language_tokenizers
+            },
         )
         _check_layout(bundle.manifest, exported)
         _check_existing_modules(bundle, load_bundle(scratch))
@@ -113,10 +116,18 @@ def _lms_path(manifest: Manifest) -> str:
 
 def _check_layout(old: Manifest, new: Manifest) -> None:
     for field in LAYOUT_FIELDS:
-        if getattr(old, field) != getattr(new, field):
+        if _layout(old, field) != _layout(new, field):
             raise AddLanguageError(f"the run's {field} differs from the bundle's")
     if old.fusions != new.fusions:
         raise AddLanguageError("the run's fusion rules differ from the bundle's")
+
+
+def _layout(manifest: Manifest, field: str) -> Any:
+    """A layout field as the addition compares it: the weight groups of languages' own
+    embeddings come with the first language that has its own vocabulary."""
+    if field == "weight_groups":
+        return [g for g in manifest.weight_groups if g not in VOCABULARY_GROUPS]
+    return getattr(manifest, field)
 
 
 def _check_existing_modules(bundle: Bundle, exported: Bundle) -> None:
@@ -142,15 +153,24 @@ def _check_existing_modules(bundle: Bundle, exported: Bundle) -> None:
 
 
 def _copy_new_modules(scratch: Path, bundle_dir: Path, exported: Manifest, new: list[str]) -> dict:
-    """The new languages' module files into the bundle; their recorded digests."""
+    """The new languages' module files (and own tokenizers) into the bundle; their recorded
+    digests."""
+    own = {
+        exported.language_tokenizers[lang].path
+        for lang in new
+        if lang in exported.language_tokenizers
+    }
     added = {}
     for rel, file_digest in exported.files.items():
         name = rel.removeprefix("modules/").removesuffix(".safetensors")
-        if not rel.startswith("modules/") or module_index(name) == "shared":
+        is_new_module = (
+            rel.startswith("modules/")
+            and module_index(name) != "shared"
+            and name.split("/", 1)[1] in new
+        )
+        if not is_new_module and rel not in own:
             continue
-        if name.split("/", 1)[1] not in new:
-            continue
-        target = module_path(bundle_dir, name)
+        target = bundle_dir / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(scratch / rel, target)
         target.chmod(0o644)
@@ -169,11 +189,21 @@ def _extended_manifest(
             min_count=target_vocab.min_count, max_size=target_vocab.max_size, sizes=sizes
         )
     offered = [*old.routes, *(Route(*r) for r in routes if tuple(r) not in set(old.routes))]
+    own = {
+        lang: exported.language_tokenizers[lang]
+        for lang in new
+        if lang in exported.language_tokenizers
+    }
+    groups = list(old.weight_groups)
+    if own:
+        groups += [g for g in VOCABULARY_GROUPS if g not in groups]
     return old.model_copy(
         update={
             "languages": languages,
             "routes": offered,
             "target_vocab": target_vocab,
+            "language_tokenizers": {**old.language_tokenizers, **own},
+            "weight_groups": groups,
             "files": {**old.files, **added},
             "provenance": json.loads(json.dumps(old.provenance)),
         }

@@ -21,6 +21,7 @@ from lsmt_core.manifest import (
     TokenizerInfo,
     VocabSlice,
     WeightGroup,
+    language_tokenizer_path,
 )
 from lsmt_core.routes import Route
 
@@ -139,8 +140,12 @@ def export_bundle(
     target_vocab_rule: tuple[int, int] | None = None,
     provenance: dict[str, Any] | None = None,
     lms_path: str = "ls",
+    language_tokenizer_models: dict[str, Path] | None = None,
 ) -> Manifest:
     """Write ``model`` as a bundle serving ``routes``.
+
+    ``language_tokenizer_models``: the SentencePiece models of the languages with their own
+    vocabulary (``model.language_vocab_sizes``), recorded as ``language_tokenizers``.
 
     ``target_vocab`` maps each target language to the token ids it keeps (test-time vocabulary
     filtering); ``target_vocab_rule`` records the (min_count, max_size) that chose them.
@@ -174,11 +179,17 @@ def export_bundle(
         architecture=architecture_of(model.cfg),
         tag_scheme=model.cfg.tag_scheme,
         tokenizer=TokenizerInfo(vocab_size=model.vocab_size),
+        language_tokenizers={
+            lang: TokenizerInfo(path=language_tokenizer_path(lang), vocab_size=size)
+            for lang, size in model.language_vocab_sizes.items()
+            if lang in languages
+        },
         store_dtype=store_dtype,
         weight_groups=groups,
         fusions=fusions,
         target_vocab=vocab_info,
         provenance=provenance or {},
     )
-    write_bundle(out, manifest, modules, tokenizer_model)
+    own = {lang: (language_tokenizer_models or {})[lang] for lang in manifest.language_tokenizers}
+    write_bundle(out, manifest, modules, tokenizer_model, own)
     return manifest

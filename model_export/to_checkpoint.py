@@ -10,8 +10,9 @@ from typing import Any
 
 import torch
 
-from lsmt_bundle import BundleError, load_bundle, module_name
+from lsmt_bundle import BundleError, load_bundle
 from lsmt_core.manifest import VocabSlice
+from training.checkpoint import tokenizer_reference
 from training.model import language_specific_name
 
 
@@ -29,11 +30,9 @@ def checkpoint_from_bundle(path: Path | str) -> dict[str, Any]:
         raise BundleError(f"{path}: the manifest's provenance has no recipe model section")
     state: dict[str, torch.Tensor] = {}
     target_vocab: dict[str, list[int]] = {}
-    names = [module_name("shared")] + [
-        module_name(index, lang)
-        for index in sorted({g.index for g in manifest.weight_groups} - {"shared"})
-        for lang in manifest.languages
-    ]
+    names = list(
+        dict.fromkeys(name for src in manifest.languages for name in bundle.modules_for(src, src))
+    )
     for name in names:
         index = "shared" if name == "shared" else name.split("/")[0]
         lang = None if name == "shared" else name.split("/")[1]
@@ -53,6 +52,14 @@ def checkpoint_from_bundle(path: Path | str) -> dict[str, Any]:
         "model_config": model_cfg,
         "vocab_size": manifest.tokenizer.vocab_size,
         "languages": manifest.languages,
+        # the languages with their own tokenizer, as a training checkpoint records them
+        "language_vocab_sizes": {
+            lang: info.vocab_size for lang, info in manifest.language_tokenizers.items()
+        },
+        "language_tokenizers": {
+            lang: tokenizer_reference(bundle.tokenizer_path_of(lang))
+            for lang in manifest.language_tokenizers
+        },
     }
     if target_vocab and manifest.target_vocab is not None:
         # what the model trained with: a language added on top keeps these (training.vocab)

@@ -122,13 +122,13 @@ def test_encode_corpus_filtered_matches_encode_corpus(lsl_corpus, lsl_tokenizer,
     enc = SourceEncoder(tok, "target_prefix")
     every = list(range(tok.vocab_size))
     full = TargetVocabularies(vocabs.model_proto, dict.fromkeys(vocabs.ids, every), 1, 10**6)
-    a, da = encode_corpus(pairs, tok, enc, max_len=40)
-    b, db = encode_corpus_filtered(pairs, tok, enc, full, max_len=40)
+    a, da = encode_corpus(pairs, enc, max_len=40)
+    b, db = encode_corpus_filtered(pairs, enc, full, max_len=40)
     assert da == db and sum(da.values()) > 0  # same length filter (and it drops something)
     for key in a:
         for field in ("src", "src_offsets", "tgt", "tgt_offsets"):
             assert (getattr(a[key], field) == getattr(b[key], field)).all(), (key, field)
-    c, _ = encode_corpus_filtered(pairs, tok, enc, vocabs, max_len=None)
+    c, _ = encode_corpus_filtered(pairs, enc, vocabs, max_len=None)
     for key, data in c.items():
         route = data.route
         assert set(data.tgt.tolist()) <= set(vocabs.ids[route.tgt]), key

@@ -111,12 +111,16 @@ def tiny_recipe(data: Path, tok: Path, model: dict | None = None, **training):
 LSL_TOY_MODEL = {"language_specific": {"encoder_src": [1], "encoder_tgt": [2]}}
 
 
-def lsl_toy_recipe(data: Path, tok: Path, languages: list[str], steps: int, **top):
+def lsl_toy_recipe(
+    data: Path, tok: Path, languages: list[str], steps: int, data_keys: dict | None = None, **top
+):
     """The tiny recipe with LSL layers and per-target vocabularies, on ``languages`` of the
-    toy corpus; ``top``: more top-level recipe keys (init_from, add_languages...)."""
+    toy corpus; ``data_keys``: more keys of its data section; ``top``: more top-level recipe
+    keys (init_from, add_languages...)."""
     ov = tiny_overrides(data, tok, max_steps=steps, save_every=steps)
     ov["data"] |= {
         "languages": languages,
         "target_vocab": {"min_count": 1, "max_size": 200, "restrict_output": True},
+        **(data_keys or {}),
     }
     return load_recipe("tiny", {**ov, "model": LSL_TOY_MODEL, **top})

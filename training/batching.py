@@ -39,13 +39,26 @@ class SourceEncoder:
 
     The tags ``tag_source`` adds around the sentence are mapped once per route, and the
     sentence's ids come from ``encode_ids`` (identical to mapping its pieces one by one).
+    A language in ``language_tokenizers`` is written with its own tokenizer (its own
+    vocabulary); LSMT tokenizers give the reserved pieces the same ids, so tags map alike.
     """
 
-    def __init__(self, tokenizer: TokenizerLike, scheme: TagScheme | str, quality: str = "<HQ>"):
+    def __init__(
+        self,
+        tokenizer: TokenizerLike,
+        scheme: TagScheme | str,
+        quality: str = "<HQ>",
+        language_tokenizers: dict[str, TokenizerLike] | None = None,
+    ):
         self.tokenizer = tokenizer
+        self.language_tokenizers = dict(language_tokenizers or {})
         self.scheme = TagScheme(scheme)
         self.quality = quality
         self._affixes: dict[Route, tuple[list[int], list[int]]] = {}
+
+    def tokenizer_of(self, lang: str) -> TokenizerLike:
+        """The tokenizer that writes ``lang``: its own, else the shared one."""
+        return self.language_tokenizers.get(lang, self.tokenizer)
 
     def affixes(self, route: Route) -> tuple[list[int], list[int]]:
         """(ids before the sentence, ids after it) for ``route``."""
@@ -56,7 +69,7 @@ class SourceEncoder:
             i = tagged.index(_SENTINEL)
             ids = []
             for piece in tagged[:i] + tagged[i + 1 :]:
-                pid = self.tokenizer.piece_to_id(piece)
+                pid = self.tokenizer_of(route.src).piece_to_id(piece)
                 if pid == UNK_ID:
                     raise ValueError(
                         f"tag {piece!r} is not a piece of the tokenizer (route "
@@ -69,7 +82,7 @@ class SourceEncoder:
     def encode(self, text: str, route: Route, max_len: int | None = None) -> list[int]:
         """Tagged source ids; with ``max_len``, the sentence is truncated to fit (tags kept)."""
         prefix, suffix = self.affixes(route)
-        body = self.tokenizer.encode_ids(text)
+        body = self.tokenizer_of(route.src).encode_ids(text)
         if max_len is not None and len(prefix) + len(body) + len(suffix) > max_len:
             body = body[: max(0, max_len - len(prefix) - len(suffix))]
         return [*prefix, *body, *suffix]
@@ -327,7 +340,6 @@ class RouteSampler:
 
 def encode_corpus(
     pairs: dict[Route, list[tuple[str, str]]],
-    tokenizer: TokenizerLike,
     encoder: SourceEncoder,
     max_len: int | None = None,
     progress: bool = False,
@@ -338,24 +350,38 @@ def encode_corpus(
     Returns the datasets and the number of dropped pairs per route. Each distinct sentence is
     encoded once (multi-parallel corpora repeat sentences across directions).
     ``target_encoder(lang, texts)`` segments the target side per target language (train-time
-    vocabulary filtering, ``training.vocab``); by default both sides use ``tokenizer``.
+    vocabulary filtering, ``training.vocab``); by default both sides are written with
+    their language's tokenizer (``encoder.tokenizer_of``).
     """
 
-    def encode_all(texts: set[str]) -> dict[str, list[int]]:
+    def encode_all(tok: TokenizerLike, texts: set[str]) -> dict[str, list[int]]:
         unique = sorted(texts)
-        if hasattr(tokenizer, "encode_batch"):  # SentencePiece's multi-threaded batch encoder
-            encoded = tokenizer.encode_batch(unique)
+        if hasattr(tok, "encode_batch"):  # SentencePiece's multi-threaded batch encoder
+            encoded = tok.encode_batch(unique)
         else:
-            encoded = [tokenizer.encode_ids(t) for t in unique]
+            encoded = [tok.encode_ids(t) for t in unique]
         return dict(zip(unique, encoded, strict=True))
 
+    # The texts each tokenizer writes (one, the shared, unless a language has its own): a
+    # sentence on both sides of a multi-parallel corpus is encoded once.
+    writers: dict[int, tuple[TokenizerLike, set[str]]] = {}
+
+    def texts_of(lang: str) -> set[str]:
+        tok = encoder.tokenizer_of(lang)
+        return writers.setdefault(id(tok), (tok, set()))[1]
+
+    for route, route_pairs in pairs.items():
+        texts_of(route.src).update(s for s, _ in route_pairs)
+        if target_encoder is None:
+            texts_of(route.tgt).update(t for _, t in route_pairs)
+    encoded = {key: encode_all(tok, texts) for key, (tok, texts) in writers.items()}
+
+    def ids_of(lang: str) -> dict[str, list[int]]:
+        return encoded[id(encoder.tokenizer_of(lang))]
+
     if target_encoder is None:
-        shared = encode_all(
-            {t for route_pairs in pairs.values() for pair in route_pairs for t in pair}
-        )
-        src_ids, tgt_ids = shared, {route.tgt: shared for route in pairs}
+        tgt_ids = {route.tgt: ids_of(route.tgt) for route in pairs}
     else:
-        src_ids = encode_all({s for route_pairs in pairs.values() for s, _ in route_pairs})
         tgt_ids = {}
         for lang in sorted({route.tgt for route in pairs}):
             texts = sorted({t for r, rp in pairs.items() if r.tgt == lang for _, t in rp})
@@ -373,7 +399,7 @@ def encode_corpus(
         srcs, tgts = [], []
         n_drop = 0
         for s, t in route_pairs:
-            src = [*prefix, *src_ids[s], *suffix]
+            src = [*prefix, *ids_of(route.src)[s], *suffix]
             tgt = tgt_ids[route.tgt][t]
             if max_len is not None and (len(src) > max_len or len(tgt) + 1 > max_len):
                 n_drop += 1

@@ -33,6 +33,7 @@ import random
 import re
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -99,6 +100,8 @@ class CheckpointMeta:
     model_config: ModelConfig
     tokenizer_path: str
     tokenizer_sha256: str
+    # languages with a tokenizer of their own: lang -> reference (``tokenizer_reference``)
+    language_tokenizers: dict[str, dict[str, Any]] = field(default_factory=dict)
     dev_chrf: float | None = None
     best_dev_chrf: float | None = None
     has_training_state: bool = False
@@ -122,13 +125,27 @@ class CheckpointMeta:
     def tokenizer_model_path(self) -> Path:
         """A path to the exact SentencePiece model: the original file if it still matches its
         hash, else the embedded copy written to a temporary file."""
-        p = Path(self.tokenizer_path)
-        if p.is_file() and hashlib.sha256(p.read_bytes()).hexdigest() == self.tokenizer_sha256:
-            return p
-        fd, tmp = tempfile.mkstemp(suffix=".model", prefix="lsmt-spm-")
-        with os.fdopen(fd, "wb") as f:
-            f.write(self.spm_model_bytes())
-        return Path(tmp)
+        return _model_file(
+            {"path": self.tokenizer_path, "sha256": self.tokenizer_sha256},
+            self.spm_model_bytes,
+        )
+
+    def language_tokenizer_model_path(self, lang: str) -> Path:
+        """As :meth:`tokenizer_model_path`, for a language with its own tokenizer."""
+        ref = self.language_tokenizers[lang]
+        return _model_file(ref, lambda: ref["spm_model"])
+
+
+def _model_file(ref: dict[str, Any], embedded: Callable[[], bytes]) -> Path:
+    """The SentencePiece model of a tokenizer reference: its file if it still matches the
+    recorded hash, else the embedded copy written to a temporary file."""
+    p = Path(ref["path"])
+    if p.is_file() and hashlib.sha256(p.read_bytes()).hexdigest() == ref["sha256"]:
+        return p
+    fd, tmp = tempfile.mkstemp(suffix=".model", prefix="lsmt-spm-")
+    with os.fdopen(fd, "wb") as f:
+        f.write(embedded())
+    return Path(tmp)
 
 
 def _meta_from(ckpt: dict[str, Any], path: Path) -> CheckpointMeta:
@@ -142,6 +159,7 @@ def _meta_from(ckpt: dict[str, Any], path: Path) -> CheckpointMeta:
         model_config=ModelConfig.model_validate(ckpt["model_config"]),
         tokenizer_path=tok["path"],
         tokenizer_sha256=tok["sha256"],
+        language_tokenizers=dict(ckpt.get("language_tokenizers") or {}),
         dev_chrf=ckpt.get("dev_chrf"),
         best_dev_chrf=ckpt.get("best_dev_chrf"),
         has_training_state="optimizer" in ckpt,
@@ -164,11 +182,14 @@ def build_checkpoint(
     step: int,
     routes: list[Route],
     tokenizer: dict[str, Any],
+    language_tokenizers: dict[str, dict[str, Any]] | None = None,
     dev_chrf: float | None = None,
     best_dev_chrf: float | None = None,
     training_state: dict[str, Any] | None = None,
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """``language_tokenizers``: the references of the languages with their own tokenizer
+    (with their vocabulary sizes, absent from checkpoints written before them)."""
     m = unwrap(model)
     ckpt: dict[str, Any] = {
         "format": CHECKPOINT_FORMAT,
@@ -181,6 +202,8 @@ def build_checkpoint(
         "routes": [route_key(r) for r in routes],
         "vocab_size": m.vocab_size,
         "tokenizer": tokenizer,
+        "language_tokenizers": language_tokenizers or {},
+        "language_vocab_sizes": dict(m.language_vocab_sizes),
         "dev_chrf": dev_chrf,
         "best_dev_chrf": best_dev_chrf,
         "torch_version": str(torch.__version__),
@@ -249,7 +272,12 @@ def load_checkpoint(path: Path | str, which: Literal["best", "last"] = "best") -
 
 def model_from_checkpoint(ckpt: dict[str, Any]) -> Seq2SeqTransformer:
     cfg = ModelConfig.model_validate(ckpt["model_config"])
-    model = build_model(cfg, int(ckpt["vocab_size"]), list(ckpt["languages"]))
+    model = build_model(
+        cfg,
+        int(ckpt["vocab_size"]),
+        list(ckpt["languages"]),
+        dict(ckpt.get("language_vocab_sizes") or {}),
+    )
     model.load_state_dict(ckpt["model"], strict=True)
     return model
 
@@ -305,6 +333,7 @@ def init_from_checkpoint(
     source: Path | str | dict[str, Any],
     mode: str = "copy",
     donors: dict[str, str] | None = None,
+    vocabularies: NewVocabularies | None = None,
 ) -> dict[str, str]:
     """Copy weights from a checkpoint (a bundle: ``python -m model_export checkpoint``)
     into ``model`` (in place); returns target <- source names.
@@ -322,6 +351,9 @@ def init_from_checkpoint(
 
     ``donors`` (new language -> trained language) fill a new language's copies of the
     language-specific modules from its donor's (``training.add_language``).
+    ``vocabularies`` fill the embeddings of a language with a new vocabulary that the
+    source lacks: the rows of the pieces the source's (shared) vocabulary knows start from
+    their trained rows (Shallow paper 3.5), the others keep their initialisation.
 
     Every parameter of ``model`` must be filled with a tensor of the same shape, else a
     ``ValueError`` lists what is missing.
@@ -347,7 +379,11 @@ def init_from_checkpoint(
                 mapping[name] = c
                 break
         else:
-            missing.append(name)
+            rows = _own_embedding(name, tensor, vocabularies, state)
+            if rows is None:
+                missing.append(name)
+            else:
+                new_state[name], mapping[name] = rows, f"{EMBEDDING_WEIGHT} (by piece)"
     if missing:
         more = f" (+{len(missing) - 8} more)" if len(missing) > 8 else ""
         raise ValueError(
@@ -356,6 +392,40 @@ def init_from_checkpoint(
         )
     m.load_state_dict(new_state, strict=True)
     return mapping
+
+
+EMBEDDING_WEIGHT = "embed_tokens.weight"
+OWN_EMBEDDINGS = ("source_embed_tokens", "target_embed_tokens")
+
+
+@dataclass(frozen=True)
+class NewVocabularies:
+    """The pieces of the shared vocabulary (the checkpoint's) and of each language's own."""
+
+    shared: list[str]
+    own: dict[str, list[str]]
+
+
+def _own_embedding(
+    name: str,
+    init: torch.Tensor,
+    vocabularies: NewVocabularies | None,
+    state: dict[str, torch.Tensor],
+) -> torch.Tensor | None:
+    """A new vocabulary's embedding (parameter ``name``) from the source's shared one, piece
+    by piece; None when ``name`` is no such parameter."""
+    parts = split_language_specific(name)
+    if vocabularies is None or parts is None or parts[0] not in OWN_EMBEDDINGS:
+        return None
+    own = vocabularies.own.get(parts[1])
+    if own is None:
+        return None
+    known = {piece: i for i, piece in enumerate(vocabularies.shared)}
+    pairs = [(i, known[p]) for i, p in enumerate(own) if p in known]
+    new, old = (torch.tensor(ids, dtype=torch.long) for ids in zip(*pairs, strict=True))
+    rows = init.clone()
+    rows[new] = state[EMBEDDING_WEIGHT][old].to(rows.dtype)
+    return rows
 
 
 def _init_checkpoint(source: Path | str) -> dict[str, Any]:

@@ -100,6 +100,13 @@ class TrainingData:
     target_vocab: Any = None  # training.vocab.TargetVocabularies with data.target_vocab
     # training.eval_testsets: name -> fixed sample of its pairs (learning curves only)
     curve_pairs: dict[str, dict[Route, list[tuple[str, str]]]] = field(default_factory=dict)
+    # data.language_tokenizers, as recorded in checkpoints
+    language_tok_refs: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def language_vocab_sizes(self) -> dict[str, int]:
+        """The languages with their own vocabulary and its size (the model's own embeddings)."""
+        return {lang: vocab_size_of(tok) for lang, tok in self.encoder.language_tokenizers.items()}
 
 
 def build_training_data(
@@ -128,9 +135,20 @@ def build_training_data(
         | {r.tgt for r in routes}
         | set(keep.languages if keep else [])
     )
-    encoder = SourceEncoder(tokenizer, recipe.model.tag_scheme, recipe.data.quality_tag)
+    language_tok_refs = {
+        lang: tokenizer_reference(path) for lang, path in recipe.data.language_tokenizers.items()
+    }
+    unknown = sorted(set(language_tok_refs) - set(languages))
+    if unknown:
+        raise ValueError(f"data.language_tokenizers names languages the run lacks: {unknown}")
+    encoder = SourceEncoder(
+        tokenizer,
+        recipe.model.tag_scheme,
+        recipe.data.quality_tag,
+        {lang: open_tokenizer(ref["path"]) for lang, ref in language_tok_refs.items()},
+    )
     target_vocab, datasets, dropped = _encoded(
-        recipe, tok_ref["path"], tokenizer, encoder, languages, train_pairs, keep, progress, log
+        recipe, tok_ref["path"], encoder, languages, train_pairs, keep, progress, log
     )
     dev_pairs: dict[Route, list[tuple[str, str]]] = {}
     if t.eval_every > 0:
@@ -163,13 +181,13 @@ def build_training_data(
         stats,
         target_vocab,
         curve_pairs,
+        language_tok_refs,
     )
 
 
 def _encoded(
     recipe: Recipe,
     tokenizer_path: Any,
-    tokenizer: Any,
     encoder: SourceEncoder,
     languages: list[str],
     train_pairs: dict[Route, list[tuple[str, str]]],
@@ -181,9 +199,7 @@ def _encoded(
     long): the target side segmented with each language's vocabulary when the recipe has one."""
     max_len = recipe.data.max_len or recipe.model.max_positions
     if recipe.data.target_vocab is None:
-        datasets, dropped = encode_corpus(
-            train_pairs, tokenizer, encoder, max_len=max_len, progress=progress
-        )
+        datasets, dropped = encode_corpus(train_pairs, encoder, max_len=max_len, progress=progress)
         return None, datasets, dropped
     from .vocab import target_vocab_datasets
 
@@ -192,7 +208,6 @@ def _encoded(
         tokenizer_path,
         languages,
         train_pairs,
-        tokenizer,
         encoder,
         max_len=max_len,
         progress=progress,

@@ -34,7 +34,7 @@ from lsmt_core.langid import LanguageIdentifier
 from lsmt_core.routes import Route, parse_route, route_key
 from lsmt_core.scoring import averages, bleu_tokenize, format_table, score
 
-from .batching import SourceEncoder, TokenizerLike
+from .batching import SourceEncoder
 from .model import Seq2SeqTransformer
 from .paths import resolve_path
 from .search import beam_search, greedy_search, output_mask
@@ -98,7 +98,6 @@ def translate_ids(
 
 def translate(
     model: Seq2SeqTransformer,
-    tokenizer: TokenizerLike,
     encoder: SourceEncoder,
     texts: Sequence[str],
     route: Route,
@@ -108,7 +107,8 @@ def translate(
     progress: Callable[[int], None] | None = None,
     output_ids: Sequence[int] | None = None,
 ) -> list[str]:
-    """Translate raw sentences along ``route`` (tagging as the model was trained)."""
+    """Translate raw sentences along ``route`` (tagging as the model was trained; each
+    language written with its tokenizer, ``encoder.tokenizer_of``)."""
     max_pos = model.cfg.max_positions
     sources = [encoder.encode(t, route, max_len=max_pos) for t in texts]
     ids = translate_ids(
@@ -121,12 +121,12 @@ def translate(
         progress=progress,
         output_ids=output_ids,
     )
-    return [tokenizer.decode_ids(x) for x in ids]
+    target = encoder.tokenizer_of(route.tgt)
+    return [target.decode_ids(x) for x in ids]
 
 
 def evaluate_pairs(
     model: Seq2SeqTransformer,
-    tokenizer: TokenizerLike,
     encoder: SourceEncoder,
     pairs: dict[Route, list[tuple[str, str]]],
     beam: int = 1,
@@ -152,7 +152,6 @@ def evaluate_pairs(
         t0 = time.perf_counter()
         hyps = translate(
             model,
-            tokenizer,
             encoder,
             srcs,
             route,
@@ -225,7 +224,11 @@ def main(argv: list[str] | None = None) -> int:
     model, recipe, meta = load_model(args.checkpoint, device=device, which=args.which)
     tok_path = Path(args.tokenizer) if args.tokenizer else meta.tokenizer_model_path()
     tokenizer = Tokenizer(resolve_path(tok_path))
-    encoder = SourceEncoder(tokenizer, meta.tag_scheme, recipe.data.quality_tag)
+    own = {
+        lang: Tokenizer(meta.language_tokenizer_model_path(lang))
+        for lang in meta.language_tokenizers
+    }
+    encoder = SourceEncoder(tokenizer, meta.tag_scheme, recipe.data.quality_tag, own)
     data_dir = resolve_path(args.data_dir or recipe.data.dir)
     wanted = [parse_route(r) for r in args.routes] if args.routes else meta.routes
     try:
@@ -242,7 +245,6 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     results = evaluate_pairs(
         model,
-        tokenizer,
         encoder,
         pairs,
         beam=args.beam,

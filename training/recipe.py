@@ -48,6 +48,10 @@ class DataConfig(_Strict):
     """Corpus root: ``DIR/{train,dev,test}/{src}-{tgt}.{src|tgt}`` (docs/data.md)."""
     tokenizer: Path = Path("data/tokenizer")
     """Tokenizer directory holding ``spm.model`` (or the ``.model`` file itself)."""
+    language_tokenizers: dict[str, Path] = Field(default_factory=dict)
+    """Languages written with a tokenizer of their own (an added language's vocabulary,
+    Shallow paper 3.5; ``python -m training.tokenizer`` trains one): language -> its
+    directory or ``.model``. The model gives each its own source and target embeddings."""
     languages: list[str] | None = None
     """Restrict to these languages; None = every language of the corpus's train split."""
     routes: list[str] | None = None

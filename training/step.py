@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -97,12 +98,18 @@ class OutputVocabulary:
     """Per target language, the output rows the training softmax is restricted to
     (``data.target_vocab.restrict_output``) and the map from piece ids to those rows."""
 
-    def __init__(self, ids: dict[str, list[int]], vocab_size: int, device: torch.device):
+    def __init__(
+        self,
+        ids: dict[str, list[int]],
+        vocab_size_of: Callable[[str], int],
+        device: torch.device,
+    ):
+        """``vocab_size_of(lang)``: the size of the vocabulary ``lang``'s ids index."""
         self.rows: dict[str, torch.Tensor] = {}
         self.remap: dict[str, torch.Tensor] = {}
         for lang, lang_ids in ids.items():
             rows = torch.tensor(sorted(lang_ids), dtype=torch.long)
-            remap = torch.full((vocab_size,), -1, dtype=torch.long)
+            remap = torch.full((vocab_size_of(lang),), -1, dtype=torch.long)
             remap[rows] = torch.arange(len(rows))
             self.rows[lang], self.remap[lang] = rows.to(device), remap.to(device)
 

@@ -33,6 +33,7 @@ from torch import nn
 from .add_language import freeze_all_but, read_trained_model
 from .batching import Batch
 from .checkpoint import (
+    NewVocabularies,
     build_checkpoint,
     capture_rng_state,
     init_from_checkpoint,
@@ -103,7 +104,7 @@ class Trainer:
         tv = recipe.data.target_vocab
         if tv is not None and tv.restrict_output:
             self.output_vocab = OutputVocabulary(
-                self.data.target_vocab.ids, vocab_size_of(self.data.tokenizer), self.dist.device
+                self.data.target_vocab.ids, unwrap(self.model).vocab_size_of, self.dist.device
             )
         self.optimizer, self.scheduler = make_optimizer(self.model, recipe)
         self.step = 0
@@ -127,11 +128,20 @@ class Trainer:
         recipe = self.recipe
         torch.manual_seed(recipe.training.seed)
         random.seed(recipe.training.seed)
-        model = build_model(recipe.model, vocab_size_of(self.data.tokenizer), self.data.languages)
+        model = build_model(
+            recipe.model,
+            vocab_size_of(self.data.tokenizer),
+            self.data.languages,
+            self.data.language_vocab_sizes,
+        )
         donors = recipe.add_languages.donors if recipe.add_languages else None
         if recipe.init_from is not None and initialise:
+            own = self.data.encoder.language_tokenizers
+            vocabularies = NewVocabularies(
+                self.data.tokenizer.pieces(), {lang: tok.pieces() for lang, tok in own.items()}
+            )
             mapping = init_from_checkpoint(
-                model, resolve_path(recipe.init_from), recipe.init_mode, donors
+                model, resolve_path(recipe.init_from), recipe.init_mode, donors, vocabularies
             )
             self.init_report = {
                 "from": str(recipe.init_from),
@@ -188,6 +198,7 @@ class Trainer:
             step=self.step,
             routes=self.data.routes,
             tokenizer=self.data.tok_ref,
+            language_tokenizers=self.data.language_tok_refs,
             dev_chrf=dev_chrf,
             best_dev_chrf=self.best_chrf,
             training_state=state,
@@ -250,7 +261,6 @@ class Trainer:
         def score(pairs):
             return evaluate_pairs(
                 unwrap(self.model),
-                self.data.tokenizer,
                 self.data.encoder,
                 pairs,
                 beam=1,

@@ -163,6 +163,13 @@ class TargetVocabularies:
     filter_training: bool = True
     _processors: dict[str, spm.SentencePieceProcessor] = field(default_factory=dict, repr=False)
 
+    def add_own(self, lang: str, model_proto: bytes) -> None:
+        """``lang`` has a vocabulary of its own (its tokenizer): all of it is its target
+        vocabulary, and its text is segmented with it unrestricted."""
+        sp = spm.SentencePieceProcessor(model_proto=model_proto)
+        self.ids[lang] = list(range(sp.get_piece_size()))
+        self._processors[lang] = sp
+
     @classmethod
     def build(
         cls,
@@ -253,7 +260,6 @@ class TargetVocabularies:
 
 def encode_corpus_filtered(
     pairs: dict,
-    tokenizer: Any,
     encoder: Any,
     vocabs: TargetVocabularies,
     max_len: int | None = None,
@@ -263,9 +269,7 @@ def encode_corpus_filtered(
     segmented with its target language's vocabulary (the source side with the full one)."""
     from .batching import encode_corpus
 
-    return encode_corpus(
-        pairs, tokenizer, encoder, max_len, progress, target_encoder=vocabs.encode_batch
-    )
+    return encode_corpus(pairs, encoder, max_len, progress, target_encoder=vocabs.encode_batch)
 
 
 def decoding_vocab(recipe: Any, ids: dict[str, list[int]] | None) -> dict[str, list[int]] | None:
@@ -281,7 +285,6 @@ def target_vocab_datasets(
     tokenizer_path: Path | str,
     languages: list[str],
     train_pairs: dict,
-    tokenizer: Any,
     encoder: Any,
     *,
     max_len: int,
@@ -291,14 +294,18 @@ def target_vocab_datasets(
 ):
     """With ``data.target_vocab``: the vocabularies and the tokenized training data
     ``(vocabularies, datasets, dropped)``, the target side filtered when the recipe asks.
-    Languages in ``fixed`` keep those piece ids (a trained model's, when adding languages);
-    the others are chosen from the tokenizer's frequencies."""
+    Languages in ``fixed`` keep those piece ids (a trained model's, when adding languages), a
+    language with its own tokenizer (``encoder.language_tokenizers``) has all of it; the
+    others are chosen from the tokenizer's frequencies."""
     from .batching import encode_corpus
 
+    own = encoder.language_tokenizers
     fixed = {lang: ids for lang, ids in (fixed or {}).items() if lang in languages}
-    counted = [lang for lang in languages if lang not in fixed]
+    counted = [lang for lang in languages if lang not in fixed and lang not in own]
     vocabs = TargetVocabularies.from_config(cfg, tokenizer_path, counted)
     vocabs.ids.update(fixed)
+    for lang, tok in own.items():
+        vocabs.add_own(lang, tok.sp.serialized_model_proto())
     sizes = vocabs.sizes()
     log(
         f"target vocabularies (K={cfg.min_count}, N={cfg.max_size}"
@@ -306,13 +313,9 @@ def target_vocab_datasets(
         + ", ".join(f"{lang} {n}" for lang, n in sorted(sizes.items()))
     )
     if not cfg.filter_training:
-        datasets, dropped = encode_corpus(
-            train_pairs, tokenizer, encoder, max_len=max_len, progress=progress
-        )
+        datasets, dropped = encode_corpus(train_pairs, encoder, max_len=max_len, progress=progress)
     else:
-        datasets, dropped = encode_corpus_filtered(
-            train_pairs, tokenizer, encoder, vocabs, max_len, progress
-        )
+        datasets, dropped = encode_corpus_filtered(train_pairs, encoder, vocabs, max_len, progress)
     return vocabs, datasets, dropped
 
 

@@ -101,6 +101,13 @@ class LanguageSpecific(nn.Module):
         self.index: Index = index
         self.by_lang = nn.ModuleDict({lang: factory() for lang in languages})
 
+    @classmethod
+    def of(cls, copies: dict[str, nn.Module], index: Index) -> LanguageSpecific:
+        """Given copies (of different shapes, e.g. embeddings of each language's vocabulary)."""
+        module = cls(lambda: nn.Identity(), [], index)
+        module.by_lang.update(copies)
+        return module
+
     def select(self, route: Route) -> nn.Module:
         lang = route.lang(self.index)
         if lang not in self.by_lang:

@@ -241,14 +241,33 @@ class Decoder(nn.Module):
 class Seq2SeqTransformer(nn.Module):
     """Encoder-decoder with tied source/target/output embeddings and route-aware blocks."""
 
-    def __init__(self, cfg: ModelConfig, vocab_size: int, languages: list[str]):
+    def __init__(
+        self,
+        cfg: ModelConfig,
+        vocab_size: int,
+        languages: list[str],
+        language_vocab_sizes: dict[str, int] | None = None,
+    ):
         super().__init__()
         self.cfg = cfg
         self.vocab_size = vocab_size
         self.languages = sorted(languages)
         blocks = _Blocks(cfg, self.languages)
-        self.embed_tokens = nn.Embedding(vocab_size, cfg.d_model)
-        nn.init.normal_(self.embed_tokens.weight, std=cfg.d_model**-0.5)
+        self.embed_tokens = self._new_embedding(vocab_size)
+        # Languages with a vocabulary of their own (an added language, Shallow paper 3.5):
+        # their source embeddings and their target embeddings (tied to their output layer).
+        self.language_vocab_sizes = dict(sorted((language_vocab_sizes or {}).items()))
+        self.source_embed_tokens: LanguageSpecific | None = None
+        self.target_embed_tokens: LanguageSpecific | None = None
+        if self.language_vocab_sizes:
+            unknown = sorted(set(self.language_vocab_sizes) - set(self.languages))
+            if unknown:
+                raise ValueError(f"own vocabularies for languages the model lacks: {unknown}")
+            for name, index in (("source_embed_tokens", "src"), ("target_embed_tokens", "tgt")):
+                copies = {
+                    lang: self._new_embedding(n) for lang, n in self.language_vocab_sizes.items()
+                }
+                setattr(self, name, LanguageSpecific.of(copies, index))
         self.register_buffer(
             "positions",
             torch.from_numpy(sinusoid_table(cfg.max_positions, cfg.d_model)),
@@ -278,15 +297,37 @@ class Seq2SeqTransformer(nn.Module):
         """Makes one decoder (a separate decoder is already target-specific: no LSL in it)."""
         return lambda: Decoder(blocks, language_specific_layers)
 
+    def _new_embedding(self, rows: int) -> nn.Embedding:
+        embedding = nn.Embedding(rows, self.cfg.d_model)
+        nn.init.normal_(embedding.weight, std=self.cfg.d_model**-0.5)
+        return embedding
+
     # -- pieces used by training, search and export -------------------------------------------
-    def embed(self, ids: torch.Tensor, offset: int = 0) -> torch.Tensor:
+    def embedding_of(self, index: Index, lang: str) -> torch.Tensor:
+        """The embedding matrix ``lang`` is read with as a source (``src``) or written with as a
+        target (``tgt``; also its output layer): its own, else the shared one."""
+        own = self.source_embed_tokens if index == "src" else self.target_embed_tokens
+        if own is not None and lang in own.by_lang:
+            weight: torch.Tensor = own.by_lang[lang].weight
+            return weight
+        return self.embed_tokens.weight
+
+    def vocab_size_of(self, lang: str) -> int:
+        """The size of ``lang``'s vocabulary (its own, else the shared one)."""
+        return self.language_vocab_sizes.get(lang, self.vocab_size)
+
+    def embed(
+        self, ids: torch.Tensor, offset: int = 0, table: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Scaled token embeddings (from ``table``, default the shared matrix) plus positions."""
         t = ids.shape[1]
         if offset + t > self.cfg.max_positions:
             raise ValueError(
                 f"sequence of {offset + t} tokens exceeds max_positions {self.cfg.max_positions}"
             )
-        x = self.embed_tokens(ids) * self.embed_scale + self.positions[offset : offset + t]
-        return self.embed_dropout(x)
+        table = self.embed_tokens.weight if table is None else table
+        x = nn.functional.embedding(ids, table) * self.embed_scale
+        return self.embed_dropout(x + self.positions[offset : offset + t])
 
     def gates(self, side: str, route: Route) -> tuple[SideGates, torch.Tensor | None]:
         """The gates of ``side`` ("encoder" or "decoder") for ``route`` and, in training, their
@@ -302,7 +343,8 @@ class Seq2SeqTransformer(nn.Module):
         self, src_ids: torch.Tensor, cond: Conditioning, gates: SideGates, pad_id: int = 0
     ) -> tuple[torch.Tensor, torch.Tensor]:
         mask = (src_ids != pad_id)[:, None, None, :]
-        return self.encoder(self.embed(src_ids), mask, cond=cond, gates=gates), mask
+        x = self.embed(src_ids, table=self.embedding_of("src", cond.route.src))
+        return self.encoder(x, mask, cond=cond, gates=gates), mask
 
     def decode(
         self,
@@ -337,10 +379,10 @@ class Seq2SeqTransformer(nn.Module):
             self_mask = torch.ones(t, offset + t, dtype=torch.bool, device=tgt_in.device).tril(
                 diagonal=offset
             )
+        weight = self.embedding_of("tgt", cond.route.tgt)  # tied: input and output
         h = resolve(self.decoder, cond.route)(
-            self.embed(tgt_in, offset), memory, memory_mask, self_mask, cond, cache, gates
+            self.embed(tgt_in, offset, weight), memory, memory_mask, self_mask, cond, cache, gates
         )
-        weight = self.embed_tokens.weight
         return nn.functional.linear(h, weight if output_ids is None else weight[output_ids])
 
     def new_cache(self) -> list[LayerCache]:
