@@ -191,3 +191,14 @@ def frequent_ids(sp: spm.SentencePieceProcessor, lines: list[str], size: int) ->
 
     counts = Counter(i for line in lines for i in sp.encode(line))
     return [0, 1, 2, 3, *[i for i, _ in counts.most_common(size)]]
+
+
+def file_digests(root: Path) -> dict[str, str]:
+    """Every file under ``root`` (relative path) -> its SHA-256: what a change touched."""
+    import hashlib
+
+    return {
+        p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }

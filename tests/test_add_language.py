@@ -6,7 +6,6 @@ its files unchanged, its old routes translating exactly as before, the new ones 
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import torch
 from lsmt_bundle import load_bundle
 from lsmt_bundle.ct2 import load_translator
 from model_export.__main__ import main as model_export_main
+from tests.bundles import file_digests
 from tests.tiny import LSL_TOY_MODEL, lsl_toy_recipe, toy_sentences
 from training.add_language import AddLanguageError, freeze_all_but
 from training.checkpoint import load_checkpoint
@@ -91,14 +91,6 @@ def test_refused_additions(toy_data, added, tmp_path):
 # -- the bundle side: python -m model_export add-language ---------------------------------------
 
 
-def _files(root: Path) -> dict[str, str]:
-    return {
-        p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(root.rglob("*"))
-        if p.is_file()
-    }
-
-
 def _translate(bundle_dir: Path, route: tuple[str, str], texts: list[str]):
     """(pieces, score) of each text's best beam through the bundle's engine for ``route``."""
     bundle = load_bundle(bundle_dir)
@@ -121,7 +113,7 @@ def grown(added_language, tmp_path_factory):
     _, add, exported = added_language
     bundle = tmp_path_factory.mktemp("grown") / "bundle"
     shutil.copytree(exported, bundle)
-    before = _files(bundle)
+    before = file_digests(bundle)
     en_fr = _translate(bundle, ("en", "fr"), EN)
     model_export_main(["add-language", str(bundle), "--from", str(add), "--which", "last"])
     return bundle, before, en_fr
@@ -129,7 +121,7 @@ def grown(added_language, tmp_path_factory):
 
 def test_only_the_new_modules_and_the_manifest_are_written(grown):
     bundle, before, _ = grown
-    after = _files(bundle)
+    after = file_digests(bundle)
     changed = {p for p in before if after[p] != before[p]}
     assert changed == {"manifest.json"}
     assert set(after) - set(before) == {"modules/src/de.safetensors", "modules/tgt/de.safetensors"}
@@ -170,18 +162,18 @@ def test_an_addition_that_does_not_fit_leaves_the_bundle_unchanged(
     grown, added, added_language, toy_data, tmp_path
 ):
     bundle, _, _ = grown
-    before = _files(bundle)
+    before = file_digests(bundle)
     with pytest.raises(SystemExit, match="no language the bundle lacks"):
         model_export_main(["add-language", str(bundle), "--from", str(added[1]), "--which", "last"])
-    assert _files(bundle) == before
+    assert file_digests(bundle) == before
     # a model with German that was not trained on this bundle's weights
     data, tok = toy_data
     stranger = tmp_path / "stranger"
     Trainer(lsl_toy_recipe(data, tok, ["de", "en", "fr"], 5), stranger, progress=False).run()
     en_fr = tmp_path / "en-fr"
     shutil.copytree(added_language[2], en_fr)
-    untouched = _files(en_fr)
+    untouched = file_digests(en_fr)
     with pytest.raises(SystemExit, match="differs from the run's"):
         model_export_main(["add-language", str(en_fr), "--from", str(stranger), "--which", "last"])
-    assert _files(en_fr) == untouched
+    assert file_digests(en_fr) == untouched
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".en-fr.adding")]

@@ -8,7 +8,6 @@ PyTorch does, in both directions, read and written with German's own pieces."""
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from lsmt_bundle import load_bundle
 from lsmt_bundle.ct2 import load_translator
 from model_export.__main__ import main as model_export_main
 from server.bundles import ServedBundle
+from tests.bundles import file_digests
 from tests.tiny import LSL_TOY_MODEL, lsl_toy_recipe, toy_sentences
 from training.checkpoint import NewVocabularies, init_from_checkpoint, load_checkpoint, load_model
 from training.model import Route, build_model
@@ -53,14 +53,6 @@ def german(added_language, toy_data, tmp_path_factory) -> dict[str, Path]:
     return {"weights": weights, "tokenizer": root / "de_tok", "run": root / "add", "bundle": grown}
 
 
-def _files(root: Path) -> dict[str, str]:
-    return {
-        p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(root.rglob("*"))
-        if p.is_file()
-    }
-
-
 def _translate(bundle_dir: Path, route: tuple[str, str], texts: list[str]):
     served = ServedBundle(load_bundle(bundle_dir))
     translator, _ = load_translator(served.bundle.assemble(*route), compute_type="float32")
@@ -76,7 +68,7 @@ def _translate(bundle_dir: Path, route: tuple[str, str], texts: list[str]):
 @pytest.fixture(scope="module")
 def grown(german) -> tuple[Path, dict[str, str], list]:
     bundle = german["bundle"]
-    before, en_fr = _files(bundle), _translate(bundle, ("en", "fr"), TEXTS["en"])
+    before, en_fr = file_digests(bundle), _translate(bundle, ("en", "fr"), TEXTS["en"])
     model_export_main(
         ["add-language", str(bundle), "--from", str(german["run"]), "--which", "last"]
     )
@@ -121,7 +113,7 @@ def test_every_trained_parameter_is_bit_identical(german):
 
 def test_the_bundle_gains_german_and_its_tokenizer_only(grown):
     bundle, before, en_fr = grown
-    after = _files(bundle)
+    after = file_digests(bundle)
     assert {p for p in before if after[p] != before[p]} == {"manifest.json"}
     assert set(after) - set(before) == {
         "modules/src/de.safetensors",

@@ -81,6 +81,28 @@ def test_every_sentence_is_taken_once_in_order(loop):
     assert [seen[id(j)] for j in jobs] == [list(range(len(j.sources))) for j in jobs]
 
 
+def documents_then_one(
+    url: str, document: dict, n: int, small: dict, after_s: float
+) -> dict[str, float]:
+    """Send ``n`` documents at once, then, ``after_s`` later, the small request; when each
+    was answered (``doc<i>``, ``small``)."""
+    finished: dict[str, float] = {}
+
+    def send(name: str, body: dict) -> None:
+        r = httpx.post(f"{url}/v1/translate", json=body, timeout=60)
+        assert r.status_code == 200, r.text
+        finished[name] = time.perf_counter()
+
+    threads = [threading.Thread(target=send, args=(f"doc{i}", document)) for i in range(n)]
+    for t in threads:
+        t.start()
+    time.sleep(after_s)
+    send("small", small)
+    for t in threads:
+        t.join()
+    return finished
+
+
 @pytest.mark.integration
 @pytest.mark.parametrize("policy", ["fair", "fifo"])
 def test_a_one_sentence_request_is_not_held_behind_documents(make_server, slow, policy):
@@ -93,20 +115,8 @@ def test_a_one_sentence_request_is_not_held_behind_documents(make_server, slow, 
     small = {"text": "Follow me.", "source": "en", "target": "de", "beam_size": 1}
     document = {**small, "text": ["Follow me."] * 24}
     assert httpx.post(f"{srv.url}/v1/translate", json=small, timeout=60).status_code == 200
-    finished: dict[str, float] = {}
-
-    def send(name: str, body: dict) -> None:
-        r = httpx.post(f"{srv.url}/v1/translate", json=body, timeout=60)
-        assert r.status_code == 200, r.text
-        finished[name] = time.perf_counter()
-
-    threads = [threading.Thread(target=send, args=(f"doc{i}", document)) for i in range(4)]
-    for t in threads:
-        t.start()
-    time.sleep(0.15)  # the documents are queued (12 batches of 0.05 s at least)
-    send("small", small)
-    for t in threads:
-        t.join()
+    # the documents are queued (12 batches of 0.05 s at least) when the small one is sent
+    finished = documents_then_one(srv.url, document, 4, small, after_s=0.15)
     last_document = max(v for k, v in finished.items() if k != "small")
     first_document = min(v for k, v in finished.items() if k != "small")
     if policy == "fair":
@@ -147,20 +157,8 @@ def test_the_express_lane_runs_a_short_request_in_a_small_batch(make_server):
     document = {**small, "text": ["Follow me."] * 24}
     assert httpx.post(f"{srv.url}/v1/translate", json=small, timeout=60).status_code == 200
     batches.clear()
-    finished: dict[str, float] = {}
-
-    def send(name: str, body: dict) -> None:
-        r = httpx.post(f"{srv.url}/v1/translate", json=body, timeout=60)
-        assert r.status_code == 200, r.text
-        finished[name] = time.perf_counter()
-
-    threads = [threading.Thread(target=send, args=(f"doc{i}", document)) for i in range(3)]
-    for t in threads:
-        t.start()
-    time.sleep(0.3)  # the documents are queued and both lanes busy
-    send("small", small)
-    for t in threads:
-        t.join()
+    # the documents are queued and both lanes busy when the small one is sent
+    finished = documents_then_one(srv.url, document, 3, small, after_s=0.3)
     assert finished["small"] < min(v for k, v in finished.items() if k != "small")
     doc_sentence = batches[0][0]  # every document sentence is the same
     with_small = [b for b in batches if any(s != doc_sentence for s in b)]
