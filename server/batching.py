@@ -303,9 +303,9 @@ class Batcher:
         return sum(j.pending_tokens for j in self.queue if not j.cancelled)
 
     def _take_batch(self, lane: str) -> tuple[list[tuple[Job, int]], DecodeOptions, int] | None:
-        if not self.queue:
-            return None
         jobs = [j for j in self.queue if not j.cancelled]
+        if not jobs:
+            return None
         express = lane == "express"
         if self._capacity["express"] and not express and any(not self._is_light(j) for j in jobs):
             jobs = [j for j in jobs if not self._is_light(j)]  # light ones: the express lane

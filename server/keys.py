@@ -279,8 +279,7 @@ class KeyStore:
             for statement in SCHEMA:
                 db.execute(statement.format(limit_columns=limit_columns, **d.types))
         except BaseException:
-            db.execute("ROLLBACK")
-            db.close()
+            d.after_failure(db)  # closed: its transaction ends with it
             raise
         db.execute("COMMIT")
         self._db = db
