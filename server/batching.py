@@ -99,6 +99,12 @@ class Job:
         return len(self.sources) - self.next_index
 
 
+def is_light(job: Job, express_batch_size: int) -> bool:
+    """Whether ``job`` belongs to the express lane: sentences left to batch, at most its
+    batch size of them (a job whose sentences are all in batches waits for none)."""
+    return 0 < job.pending_sentences <= express_batch_size
+
+
 def run_translate_batch(
     translator: Any, sources: list[list[str]], opts: DecodeOptions, max_positions: int
 ) -> list[Any]:  # CTranslate2 TranslationResults
@@ -286,7 +292,7 @@ class Batcher:
         self._lane_freed.set()
 
     def _is_light(self, job: Job) -> bool:
-        return job.pending_sentences <= self.settings.express_batch_size
+        return is_light(job, self.settings.express_batch_size)
 
     def _light_waiting(self) -> bool:
         return any(not j.cancelled and self._is_light(j) for j in self.queue)
@@ -303,7 +309,8 @@ class Batcher:
         return sum(j.pending_tokens for j in self.queue if not j.cancelled)
 
     def _take_batch(self, lane: str) -> tuple[list[tuple[Job, int]], DecodeOptions, int] | None:
-        jobs = [j for j in self.queue if not j.cancelled]
+        # jobs with sentences not yet given to a batch (others wait for theirs to finish)
+        jobs = [j for j in self.queue if not j.cancelled and j.pending_sentences]
         if not jobs:
             return None
         express = lane == "express"

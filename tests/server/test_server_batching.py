@@ -11,7 +11,7 @@ import time
 import httpx
 import pytest
 
-from server.batching import DecodeOptions, Job, select_sentences
+from server.batching import DecodeOptions, Job, is_light, select_sentences
 
 OPTS = DecodeOptions(beam_size=1, num_hypotheses=1, max_length=32)
 
@@ -79,6 +79,18 @@ def test_every_sentence_is_taken_once_in_order(loop):
         for j, i in select_sentences(jobs, max_tokens=50, max_size=6, fair=True):
             seen[id(j)].append(i)
     assert [seen[id(j)] for j in jobs] == [list(range(len(j.sources))) for j in jobs]
+
+
+def test_only_jobs_with_few_sentences_left_are_light(loop):
+    """A job whose sentences are all in batches is not light: counting it made the express
+    lane pick a batch with nothing in it, again and again, and the loop never yielded."""
+    short, document = job(loop, "a", 1), job(loop, "b", 24)
+    assert is_light(short, 1) and not is_light(document, 1) and is_light(document, 24)
+    document.next_index = 23
+    assert is_light(document, 1)
+    document.next_index = short.next_index = 24
+    short.next_index = 1
+    assert not is_light(document, 1) and not is_light(short, 1)
 
 
 def documents_then_one(
