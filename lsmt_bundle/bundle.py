@@ -33,7 +33,7 @@ class Bundle:
         self.path = path
         self.manifest = manifest
         self.name = manifest.name
-        self.pieces = pieces  # tokenizer pieces in id order = the full vocabulary
+        self.pieces = pieces  # the bundle tokenizer's pieces in id order: its vocabulary
         # the vocabularies of the languages with their own tokenizer
         self.language_pieces = language_pieces or {}
         self._indices = manifest.indices_used()

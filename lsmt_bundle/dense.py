@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from lsmt_core.manifest import Architecture
+from lsmt_core.manifest import SOURCE_EMBEDDINGS, TARGET_EMBEDDINGS, Architecture
 
 from .errors import BundleError
 
@@ -23,8 +23,8 @@ EMBEDDING = "embed_tokens.weight"
 # A language's own embeddings, stored in its modules (``Manifest.language_tokenizers``): the
 # source language's replaces the encoder's, the target language's the decoder's and the
 # output projection (tied).
-SOURCE_EMBEDDING = "source_embed_tokens.weight"
-TARGET_EMBEDDING = "target_embed_tokens.weight"
+SOURCE_EMBEDDING = f"{SOURCE_EMBEDDINGS.prefix}.weight"
+TARGET_EMBEDDING = f"{TARGET_EMBEDDINGS.prefix}.weight"
 DECODER_EMBEDDING = "decoder.embed_tokens.weight"
 OUTPUT_PROJECTION = "decoder.output_projection.weight"
 # Optional dense weights: a stack's position table when a fusion changed it (else sinusoids).

@@ -170,11 +170,11 @@ def language_tokenizer_path(lang: str) -> str:
 
 
 # The weight groups of a language's own embeddings (``Manifest.language_tokenizers``): only
-# the languages with their own tokenizer have modules holding them.
-VOCABULARY_GROUPS = (
-    WeightGroup(prefix="source_embed_tokens", index="src"),
-    WeightGroup(prefix="target_embed_tokens", index="tgt"),
-)
+# the languages with their own tokenizer have modules holding them. Their prefixes are also
+# the names of the training model's modules (``training.model.Seq2SeqTransformer``).
+SOURCE_EMBEDDINGS = WeightGroup(prefix="source_embed_tokens", index="src")
+TARGET_EMBEDDINGS = WeightGroup(prefix="target_embed_tokens", index="tgt")
+VOCABULARY_GROUPS = (SOURCE_EMBEDDINGS, TARGET_EMBEDDINGS)
 
 
 class Manifest(_Strict):

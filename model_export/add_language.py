@@ -28,7 +28,13 @@ import numpy as np
 from lsmt_bundle import Bundle, BundleError, load_bundle
 from lsmt_bundle.storage import max_error
 from lsmt_bundle.store import MANIFEST, digest, module_index
-from lsmt_core.manifest import VOCABULARY_GROUPS, LowRankSum, Manifest, TargetVocab
+from lsmt_core.manifest import (
+    VOCABULARY_GROUPS,
+    LowRankSum,
+    Manifest,
+    TargetVocab,
+    TokenizerInfo,
+)
 from lsmt_core.routes import Route
 
 from .selection import parse_routes, target_vocabulary
@@ -155,11 +161,7 @@ def _check_existing_modules(bundle: Bundle, exported: Bundle) -> None:
 def _copy_new_modules(scratch: Path, bundle_dir: Path, exported: Manifest, new: list[str]) -> dict:
     """The new languages' module files (and own tokenizers) into the bundle; their recorded
     digests."""
-    own = {
-        exported.language_tokenizers[lang].path
-        for lang in new
-        if lang in exported.language_tokenizers
-    }
+    own = {info.path for info in _new_tokenizers(exported, new).values()}
     added = {}
     for rel, file_digest in exported.files.items():
         name = rel.removeprefix("modules/").removesuffix(".safetensors")
@@ -178,6 +180,15 @@ def _copy_new_modules(scratch: Path, bundle_dir: Path, exported: Manifest, new: 
     return added
 
 
+def _new_tokenizers(exported: Manifest, new: list[str]) -> dict[str, TokenizerInfo]:
+    """The new languages that bring a tokenizer of their own, with it."""
+    return {
+        lang: exported.language_tokenizers[lang]
+        for lang in new
+        if lang in exported.language_tokenizers
+    }
+
+
 def _extended_manifest(
     old: Manifest, exported: Manifest, new: list[str], routes: list, added: dict
 ) -> Manifest:
@@ -189,11 +200,7 @@ def _extended_manifest(
             min_count=target_vocab.min_count, max_size=target_vocab.max_size, sizes=sizes
         )
     offered = [*old.routes, *(Route(*r) for r in routes if tuple(r) not in set(old.routes))]
-    own = {
-        lang: exported.language_tokenizers[lang]
-        for lang in new
-        if lang in exported.language_tokenizers
-    }
+    own = _new_tokenizers(exported, new)
     groups = list(old.weight_groups)
     if own:
         groups += [g for g in VOCABULARY_GROUPS if g not in groups]

@@ -260,8 +260,9 @@ class KeyStore:
                 raise self._unavailable(exc) from exc
 
     def close(self) -> None:
-        for db in {id(c): c for c in (self._reader, self._db) if c is not None}.values():
-            db.close()
+        for db in (self._reader, self._db):  # never one connection twice (":memory:" has no reader)
+            if db is not None:
+                db.close()
         self._db = self._reader = None
 
     def _connect(self) -> None:

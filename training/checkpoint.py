@@ -41,6 +41,7 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
+from lsmt_core.manifest import VOCABULARY_GROUPS
 from lsmt_core.routes import Route, parse_route, route_key
 from lsmt_core.tags import TagScheme
 
@@ -395,7 +396,7 @@ def init_from_checkpoint(
 
 
 EMBEDDING_WEIGHT = "embed_tokens.weight"
-OWN_EMBEDDINGS = ("source_embed_tokens", "target_embed_tokens")
+OWN_EMBEDDINGS = tuple(g.prefix for g in VOCABULARY_GROUPS)
 
 
 @dataclass(frozen=True)

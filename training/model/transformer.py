@@ -20,6 +20,7 @@ import torch
 import torch.utils._pytree
 from torch import nn
 
+from lsmt_core.manifest import VOCABULARY_GROUPS
 from lsmt_core.positions import sinusoid_table
 from lsmt_core.tags import PAD_ID
 
@@ -263,11 +264,11 @@ class Seq2SeqTransformer(nn.Module):
             unknown = sorted(set(self.language_vocab_sizes) - set(self.languages))
             if unknown:
                 raise ValueError(f"own vocabularies for languages the model lacks: {unknown}")
-            for name, index in (("source_embed_tokens", "src"), ("target_embed_tokens", "tgt")):
+            for group in VOCABULARY_GROUPS:  # the bundle's names for them
                 copies = {
                     lang: self._new_embedding(n) for lang, n in self.language_vocab_sizes.items()
                 }
-                setattr(self, name, LanguageSpecific.of(copies, index))
+                setattr(self, group.prefix, LanguageSpecific.of(copies, group.index))
         self.register_buffer(
             "positions",
             torch.from_numpy(sinusoid_table(cfg.max_positions, cfg.d_model)),
