@@ -2,6 +2,7 @@
 # LSMT images; docs/deploy.md explains building and running them. Targets:
 #   server       CPU translation server: the `serve` extra only (no torch), default model inside
 #   server-cuda  the same server for GPU hosts (adds cuBLAS 12; the host's driver comes in at run)
+#   cluster      the cluster application on Ray Serve (adds ray[serve]): KubeRay's pods
 #   train        training and export: torch 2.13.0 (CPU wheel) and the `train` extra
 #   loadtest     locust with loadtests/locustfile.py (the compose `loadtest` profile)
 # tests/test_image_install.py replays the server-build and server stages in a fresh virtualenv,
@@ -65,6 +66,28 @@ USER 10001:10001
 ENV LD_LIBRARY_PATH=/opt/venv/lib/python3.11/site-packages/nvidia/cublas/lib \
     NVIDIA_DRIVER_CAPABILITIES=compute,utility \
     LSMT_DEVICE=cuda
+
+# ---------------------------------------------------------------------------------------------
+# The cluster application (server.cluster) for the head and worker pods of a KubeRay RayService
+# (deploy/kuberay/rayservice.yaml): the server's packages plus the cluster extra.
+FROM server-build AS cluster-build
+RUN --mount=type=cache,target=/root/.cache/pip pip install './[serve,postgres,cluster]'
+
+FROM base AS cluster
+COPY --from=cluster-build /opt/venv /opt/venv
+COPY models/default ./models/default
+COPY deploy/serve.yaml ./deploy/serve.yaml
+# KubeRay starts Ray in a login shell, whose /etc/profile resets PATH: link the entry points
+# where that PATH looks.
+RUN ln -s /opt/venv/bin/ray /opt/venv/bin/serve /usr/local/bin/
+ENV PATH=/opt/venv/bin:$PATH \
+    LSMT_DEFAULT_BUNDLE_DIR=/app/models/default \
+    RAY_SERVE_DEFAULT_HTTP_HOST=0.0.0.0
+USER 10001:10001
+# Serve's HTTP proxy. KubeRay replaces the command with `ray start`; alone, the image runs the
+# application on a one-container Ray.
+EXPOSE 8000
+CMD ["serve", "run", "deploy/serve.yaml"]
 
 # ---------------------------------------------------------------------------------------------
 # Training and export. torch comes from PyTorch's CPU index: PyPI's Linux torch pulls gigabytes

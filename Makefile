@@ -11,8 +11,8 @@ PORT ?= 8000
 # Bundle directories to serve; empty = the bundled default model (models/default).
 BUNDLES ?=
 
-.PHONY: serve test test-fast lint format install-serve install-all install-browser corpus tokenizer \
-	default-model clean
+.PHONY: serve serve-cluster test test-fast lint format install-serve install-all install-browser \
+	corpus tokenizer default-model clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +20,10 @@ $(PY):
 
 $(VENV)/.serve-installed: pyproject.toml | $(PY)
 	$(PIP) install --quiet -e '.[serve]'
+	touch $@
+
+$(VENV)/.cluster-installed: pyproject.toml | $(PY)
+	$(PIP) install --quiet -e '.[serve,cluster]'
 	touch $@
 
 $(VENV)/.all-installed: pyproject.toml | $(PY)
@@ -44,6 +48,11 @@ install-browser:
 
 serve: $(VENV)/.serve-installed
 	$(PY) -m server --host $(HOST) --port $(PORT) $(BUNDLES)
+
+# The cluster application (server.cluster) on a local Ray: Serve's proxy on 127.0.0.1:8000, the
+# ingress and two translator replicas (deploy/serve.yaml). Settings: LSMT_* in the environment.
+serve-cluster: $(VENV)/.cluster-installed
+	$(VENV)/bin/serve run deploy/serve.yaml
 
 # pytest exits 5 when it collected nothing: a failure here, not a pass.
 define pytest

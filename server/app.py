@@ -20,6 +20,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from .auth import require_api_key
+from .decoders import Decoders, LocalDecoders
 from .engines import EngineRegistry, Loader
 from .errors import install_error_handlers
 from .metrics import Metrics
@@ -35,7 +36,10 @@ log = logging.getLogger("server")
 
 
 def _lifespan(
-    st: AppState, bundles: list[Any] | None, loader: Loader | None
+    st: AppState,
+    bundles: list[Any] | None,
+    loader: Loader | None,
+    decoders: Callable[[AppState], Decoders] | None,
 ) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
     settings = st.settings
 
@@ -44,15 +48,18 @@ def _lifespan(
         load_bundles(st, bundles)
         open_key_store(st)
         st.executor = ThreadPoolExecutor(32, thread_name_prefix="lsmt-translate")
-        st.registry = EngineRegistry(settings, st.metrics, loader)
-        st.service = TranslationService(
-            settings,
-            st.metrics,
-            st.bundles,
-            st.registry,
-            st.executor,
-            requests_in_flight=lambda: st.http_in_flight,
-        )
+        if decoders is None:
+            st.registry = EngineRegistry(settings, st.metrics, loader)
+            engines: Decoders = LocalDecoders(
+                st.registry,
+                settings,
+                st.metrics,
+                st.executor,
+                requests_in_flight=lambda: st.http_in_flight,
+            )
+        else:
+            engines = decoders(st)
+        st.service = TranslationService(settings, st.metrics, st.bundles, engines)
         st.warmup_routes = warmup_plan(st)
         st.warmup_task = asyncio.create_task(warm_up(st))
         log.info(
@@ -72,7 +79,8 @@ def _lifespan(
                 with contextlib.suppress(BaseException):
                     await st.warmup_task
             await st.service.close()
-            await st.registry.close()
+            if st.registry is not None:
+                await st.registry.close()
             st.executor.shutdown(wait=True, cancel_futures=True)
             if st.keys is not None:
                 st.keys.close()
@@ -87,9 +95,12 @@ def create_app(
     *,
     loader: Loader | None = None,
     bundles: list[Any] | None = None,
+    decoders: Callable[[AppState], Decoders] | None = None,
 ) -> FastAPI:
     """Build the app. ``loader`` replaces the engine loader and ``bundles`` the bundle
-    directories (already opened bundles); both exist for tests and embedding."""
+    directories (already opened bundles); both exist for tests and embedding. ``decoders``
+    makes the engines the service decodes on, from the started state (the cluster's ingress:
+    ``server.cluster``); without it the engines are this process's, in ``st.registry``."""
     settings = settings or Settings()
     st = AppState(settings=settings, metrics=Metrics())
     app = FastAPI(
@@ -97,7 +108,7 @@ def create_app(
         version="0.1.0",
         description="Multilingual translation with language-specific modules assembled into "
         "CTranslate2 engines on demand. See docs/server.md.",
-        lifespan=_lifespan(st, bundles, loader),
+        lifespan=_lifespan(st, bundles, loader, decoders),
     )
     app.state.lsmt = st
     install_error_handlers(app, authenticate=require_api_key)

@@ -58,6 +58,16 @@ class ServedBundle:
     def routes_of_key(self, key: str) -> list[Route]:
         return [r for r, k in self._keys.items() if k == key]
 
+    def route_bytes(self, route: Route) -> int:
+        """Bytes of the module files the route's engine is assembled from (0 where the
+        bundle does not record them)."""
+        modules_for = getattr(self.bundle, "modules_for", None)
+        files = getattr(self.bundle.manifest, "files", {})
+        if modules_for is None:
+            return 0
+        rels = [f"modules/{name}.safetensors" for name in modules_for(*route)]
+        return sum(files[rel].bytes for rel in rels if rel in files)
+
     @property
     def engine_keys(self) -> list[str]:
         return list(dict.fromkeys(self._keys.values()))

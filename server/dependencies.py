@@ -21,10 +21,10 @@ def get_state(request: Request) -> AppState:
     return state
 
 
-def get_registry(request: Request) -> EngineRegistry:
-    registry = get_state(request).registry
-    assert registry is not None, "the registry exists once the app has started"
-    return registry
+def get_registry(request: Request) -> EngineRegistry | None:
+    """This process's engines; None on a cluster ingress, whose engines are the translator
+    replicas' (``server.cluster``)."""
+    return get_state(request).registry
 
 
 def get_service(request: Request) -> TranslationService:
@@ -34,5 +34,5 @@ def get_service(request: Request) -> TranslationService:
 
 
 StateDep = Annotated[AppState, Depends(get_state)]
-RegistryDep = Annotated[EngineRegistry, Depends(get_registry)]
+RegistryDep = Annotated[EngineRegistry | None, Depends(get_registry)]
 ServiceDep = Annotated[TranslationService, Depends(get_service)]

@@ -171,6 +171,8 @@ class EngineRegistry:
             es = [e for e in self.engines.values() if e.state == state]
             m.engines_loaded.labels(tier).set(len(es))
             m.engine_bytes.labels(tier).set(sum(e.nbytes for e in es))
+            for e in self.engines.values():
+                m.engine_resident.labels(e.key, tier).set(1 if e.state == state else 0)
 
     def _engine(self, served: ServedBundle, route: Route) -> Engine:
         key = served.engine_key(*route)
@@ -222,6 +224,34 @@ class EngineRegistry:
         finally:
             e.waiters -= 1
             self._notify()
+
+    async def retire(self, served: ServedBundle, route: Route) -> None:
+        """Evict the route's engine once no batch uses it; it takes no new batches meanwhile
+        (a batch that waits for it loads it again after). The cluster's multiplexer evicting
+        a key (``server.cluster``)."""
+        e = self.engines.get(served.engine_key(*route))
+        if e is None:
+            return
+        try:
+            while True:
+                if e.state == State.LOADING and e.load_future is not None:
+                    with contextlib.suppress(Exception):
+                        await asyncio.shield(e.load_future)
+                    continue
+                if e.state == State.HOST:
+                    self._drop(e)
+                    self.update_gauges()
+                if e.state != State.LOADED:
+                    return
+                if not e.busy:
+                    self._evict(e)
+                    return
+                e.draining = True
+                await self._wait_change(0.5)
+        finally:
+            if e.draining:
+                e.draining = False
+                self._notify()
 
     def release(self, e: Engine) -> None:
         e.refcount -= 1

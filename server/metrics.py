@@ -178,6 +178,13 @@ class Metrics:
         self.engine_bytes = Gauge(
             "lsmt_engine_bytes", "Bytes of resident engines per tier.", ["tier"], registry=r
         )
+        self.engine_resident = Gauge(
+            "lsmt_engine_resident",
+            "1 while the engine is resident in the tier (which keys a process or cluster "
+            "replica holds).",
+            ["engine", "tier"],
+            registry=r,
+        )
 
     def _create_known_series(self) -> None:
         """Every series with a known label set exists from the start (at zero), so a

@@ -13,6 +13,7 @@ import uuid
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from .decoders import SERVED_BY
 from .errors import (
     ApiError,
     BodyReadTimeout,
@@ -100,6 +101,7 @@ class _Exchange:
         self.watch = watch
         self.status = 500  # until the app starts a response
         self.started = False
+        self.replicas: set[str] = set()  # cluster replicas that decoded for it (SERVED_BY)
 
     async def send(self, message: Message) -> None:
         """The ``send`` the app sees."""
@@ -109,6 +111,8 @@ class _Exchange:
             hdrs = list(message.get("headers", []))
             if not any(k.lower() == b"x-request-id" for k, _ in hdrs):
                 hdrs.append((b"x-request-id", self.rid.encode()))
+            if self.replicas:
+                hdrs.append((b"x-lsmt-replica", ",".join(sorted(self.replicas)).encode()))
             message = {**message, "headers": hdrs}
         elif message["type"] == "http.response.body" and not message.get("more_body"):
             self.watch.response_done = True
@@ -142,6 +146,7 @@ class RequestContextMiddleware:
         task = asyncio.current_task()
         assert task is not None  # ASGI apps run in a task
         ex = _Exchange(scope.get("path", ""), rid, send, _DisconnectWatch(receive, task))
+        SERVED_BY.set(ex.replicas)
         try:
             await self._run_within_limits(scope, headers, receive, task, ex)
         except asyncio.CancelledError:

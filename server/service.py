@@ -7,20 +7,18 @@ kinds of ``server.failures`` (no HTTP status here: ``server.errors`` maps them).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import threading
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lsmt_core.langid import LanguageDetector, SourceGuess
 from lsmt_core.routes import Route, route_key
 
-from .batching import Batcher, DecodeOptions, Hypothesis, Job, QueueFull, ShuttingDown
+from .batching import DecodeOptions, Hypothesis, QueueFull, ShuttingDown
 from .bundles import ServedBundle, language_name
-from .engines import EngineRegistry, EngineUnavailable
+from .decoders import Decoders, decode_all
+from .engines import EngineUnavailable
 from .failures import Busy, InvalidRequest, TimedOut, TooLarge, Unavailable, shutting_down
 from .metrics import Metrics
 from .output_checks import RETRY, Flag, ordered, sentence_flags
@@ -79,31 +77,18 @@ class Sentence:
     pieces: list[str]
 
 
-@dataclass(frozen=True)
-class SubmittedJob:
-    """A job given to one engine's batcher, and the index of each of its sentences."""
-
-    job: Job
-    sentences: list[tuple[int, int]]
-
-
 class TranslationService:
     def __init__(
         self,
         settings: Settings,
         metrics: Metrics,
         bundles: list[ServedBundle],
-        registry: EngineRegistry,
-        executor: ThreadPoolExecutor,
-        requests_in_flight: Callable[[], int] | None = None,
+        decoders: Decoders,
     ) -> None:
         self.settings = settings
-        self.requests_in_flight = requests_in_flight
         self.metrics = metrics
         self.bundles = bundles
-        self.registry = registry
-        self.executor = executor
-        self.batchers: dict[str, Batcher] = {}
+        self.decoders = decoders
         self._detector: LanguageDetector | None = None
 
     # Catalogue ---------------------------------------------------------------------------
@@ -248,21 +233,6 @@ class TranslationService:
 
     # Translation -----------------------------------------------------------------------------
 
-    def batcher(self, served: ServedBundle, route: Route) -> Batcher:
-        key = served.engine_key(*route)
-        b = self.batchers.get(key)
-        if b is None:
-            b = self.batchers[key] = Batcher(
-                served,
-                route,
-                self.registry,
-                self.settings,
-                self.metrics,
-                self.executor,
-                self.requests_in_flight,
-            )
-        return b
-
     async def translate(
         self,
         texts: list[str],
@@ -285,7 +255,7 @@ class TranslationService:
             deadline = time.monotonic() + self.settings.request_timeout_s
         if source != AUTO:  # a full queue is refused before the expensive preparation
             served = self.bundle_for(source, target, model)
-            if self.batcher(served, Route(source, target)).is_full():
+            if self.decoders.is_full(served, Route(source, target)):
                 raise self._queue_full()
         plans = await self._prepare(texts, source, target, model, deadline)
         decode = DecodeOptions(
@@ -401,46 +371,32 @@ class TranslationService:
     async def _run(
         self, sentences: list[Sentence], decode: DecodeOptions, deadline: float, client: str
     ) -> SentenceHypotheses:
-        """Submit one job per engine and wait for all of them. On any failure, the client
-        going away or the graceful-shutdown time running out (CancelledError) included, the
-        queued sentences are dropped, not translated for nobody, and the failure raised as
-        is (QueueFull, TimeoutError past ``deadline``, EngineUnavailable, ShuttingDown)."""
-        jobs: list[SubmittedJob] = []
-        try:
-            groups: dict[str, tuple[Batcher, list[Sentence]]] = {}
-            for sentence in sentences:
-                # a failed key answers 503 at once
-                self.registry.check(sentence.served, sentence.route)
-                batcher = self.batcher(sentence.served, sentence.route)
-                groups.setdefault(batcher.key, (batcher, []))[1].append(sentence)
-            for batcher, members in groups.values():
-                job = batcher.submit([m.pieces for m in members], decode, client)
-                jobs.append(SubmittedJob(job, [m.index for m in members]))
-            if jobs:
-                await self._wait(jobs, deadline)
-        except BaseException:
-            self._cancel(jobs)
-            raise
-        hypotheses: SentenceHypotheses = {}
-        for submitted in jobs:
-            results = submitted.job.future.result()
-            hypotheses.update(zip(submitted.sentences, results, strict=True))
-        return hypotheses
-
-    @staticmethod
-    async def _wait(jobs: list[SubmittedJob], deadline: float) -> None:
-        """Until every job is done; a job's failure is raised, and TimeoutError past
-        ``deadline``."""
-        done, pending = await asyncio.wait(
-            [submitted.job.future for submitted in jobs],
-            timeout=max(deadline - time.monotonic(), 0.001),
-            return_when=asyncio.FIRST_EXCEPTION,
+        """Decode the sentences, one group per engine, all within ``deadline``. On any
+        failure, the client going away or the graceful-shutdown time running out
+        (CancelledError) included, the queued sentences are dropped, not translated for
+        nobody, and the failure raised as is (QueueFull, TimeoutError past ``deadline``,
+        EngineUnavailable, ShuttingDown)."""
+        groups: dict[str, tuple[ServedBundle, Route, list[Sentence]]] = {}
+        for sentence in sentences:
+            self.decoders.check(sentence.served, sentence.route)  # a failed key: 503 at once
+            key = sentence.served.engine_key(*sentence.route)
+            groups.setdefault(key, (sentence.served, sentence.route, []))[2].append(sentence)
+        if not groups:
+            return {}
+        results = await decode_all(
+            self.decoders,
+            [
+                (served, route, [m.pieces for m in members])
+                for served, route, members in groups.values()
+            ],
+            decode,
+            client,
+            deadline - time.monotonic(),
         )
-        failed = next((f.exception() for f in done if f.exception()), None)
-        if failed is not None:
-            raise failed
-        if pending:
-            raise TimeoutError
+        hypotheses: SentenceHypotheses = {}
+        for (_, _, members), found in zip(groups.values(), results, strict=True):
+            hypotheses.update(zip([m.index for m in members], found, strict=True))
+        return hypotheses
 
     # Output checks ---------------------------------------------------------------------------
 
@@ -571,19 +527,5 @@ class TranslationService:
             limit_s=self.settings.request_timeout_s,
         )
 
-    @staticmethod
-    def _cancel(jobs: list[SubmittedJob]) -> None:
-        """Drop the jobs' queued sentences; an exception a job already has is taken here, so
-        none is logged as "never retrieved"."""
-        for submitted in jobs:
-            job = submitted.job
-            job.cancelled = True
-            if not job.future.done():
-                job.future.cancel()
-            elif not job.future.cancelled():
-                job.future.exception()
-
     async def close(self) -> None:
-        for b in self.batchers.values():
-            with contextlib.suppress(Exception):
-                await b.close()
+        await self.decoders.close()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +46,9 @@ class AppState:
     reload_lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # one reload at a time
     keys: KeyStore | None = None  # keys with limits and usage counters (server.keys)
     files_dir: Path | None = None  # translated files kept for download (routes.files)
+    # The /metrics body when it is not this process's registry alone: the cluster ingress's
+    # view over every replica (server.cluster_metrics).
+    metrics_view: Callable[[], Awaitable[bytes]] | None = None
 
 
 def load_bundles(st: AppState, bundles: list[Any] | None) -> None:

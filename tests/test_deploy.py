@@ -104,7 +104,7 @@ def test_hadolint_can_fail(tmp_path):
     assert proc.returncode != 0
 
 
-@pytest.mark.parametrize("target", ["server", "server-cuda", "train", "loadtest"])
+@pytest.mark.parametrize("target", ["server", "server-cuda", "cluster", "train", "loadtest"])
 def test_targets_run_as_a_numeric_non_root_user(target):
     user = _effective(target, "USER")
     assert user is not None, f"{target} runs as root"

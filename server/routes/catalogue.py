@@ -28,15 +28,21 @@ async def languages(svc: ServiceDep) -> LanguagesResponse:
 
 @router.get("/v1/models", response_model=ModelsResponse)
 async def models(st: StateDep, registry: RegistryDep) -> ModelsResponse:
+    """The bundles, and the engines of this process with its budgets; a cluster ingress
+    holds no engine (each translator replica holds its own under these budgets)."""
     settings = st.settings
+    cuda = settings.resolved_device == "cuda"
     return ModelsResponse(
         device=settings.resolved_device,
         compute_type=settings.resolved_compute_type,
         budgets={
-            "device_bytes": registry.device_budget,
-            "host_bytes": registry.host_budget if registry.device == "cuda" else 0,
+            "device_bytes": settings.resolved_device_budget,
+            "host_bytes": settings.host_budget_bytes if cuda else 0,
         },
-        used={"device_bytes": registry.device_bytes, "host_bytes": registry.host_bytes},
+        used={
+            "device_bytes": registry.device_bytes if registry else 0,
+            "host_bytes": registry.host_bytes if registry else 0,
+        },
         bundles=[
             BundleInfo(
                 name=b.name,  # not its filesystem path: that is the operator's business
@@ -47,5 +53,5 @@ async def models(st: StateDep, registry: RegistryDep) -> ModelsResponse:
             )
             for b in st.bundles
         ],
-        engines=registry.engine_infos(st.bundles),
+        engines=registry.engine_infos(st.bundles) if registry else [],
     )

@@ -32,7 +32,7 @@ async def healthz(st: StateDep) -> HealthResponse:
 )
 async def readyz(st: StateDep, registry: RegistryDep) -> JSONResponse:
     """The body is a ReadinessResponse; answered as a JSONResponse for its status code."""
-    failed = registry.failed_engines()
+    failed = registry.failed_engines() if registry is not None else {}
     problems = []
     if st.bundle_errors:
         problems.append("invalid bundle(s)")
@@ -76,5 +76,8 @@ async def readyz(st: StateDep, registry: RegistryDep) -> JSONResponse:
     },
 )
 async def metrics(st: StateDep, registry: RegistryDep) -> Response:
-    registry.update_gauges()
+    if st.metrics_view is not None:
+        return Response(await st.metrics_view(), media_type=CONTENT_TYPE_LATEST)
+    if registry is not None:
+        registry.update_gauges()
     return Response(generate_latest(st.metrics.registry), media_type=CONTENT_TYPE_LATEST)

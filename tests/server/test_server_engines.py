@@ -291,7 +291,7 @@ def test_full_queue_is_refused_before_preparation(make_server, slow):
     )
     body = {"text": EN, "source": "en", "target": "de", "beam_size": 1}
     assert post(srv.url, body)[0] == 200
-    batcher = next(iter(srv.state.service.batchers.values()))
+    batcher = next(iter(srv.state.service.decoders.batchers.values()))
 
     def wait_for(condition) -> None:
         deadline = time.monotonic() + 8

@@ -120,6 +120,27 @@ def test_cpu_eviction_is_lru_and_never_takes_engines_in_use(served):
     asyncio.run(run())
 
 
+def test_retire_waits_for_batches_in_flight_then_evicts(served):
+    """The cluster's multiplexer evicting a key (server.cluster): the engine takes no new
+    batch meanwhile, is never dropped under one, and goes once the last is released."""
+
+    async def run():
+        reg, _, made = registry(device="cpu", device_budget_bytes=SIZE * 4)
+        held = await reg.acquire(served, ("en", "de"))
+        retiring = asyncio.create_task(reg.retire(served, ("en", "de")))
+        await asyncio.sleep(0.05)
+        assert not retiring.done() and states(reg) == {"de": "loaded"}
+        assert reg.engines[held.key].draining  # a new batch would wait for the eviction
+        reg.release(held)
+        await asyncio.wait_for(retiring, 2)
+        assert states(reg) == {"de": "unloaded"} and made["de"].log == ["unload(to_cpu=False)"]
+        await reg.retire(served, ("en", "fr"))  # a key never loaded: nothing to do
+        again = await use(reg, served, "en", "de")  # and a retired key loads again
+        assert again.state is State.LOADED and not again.draining
+
+    asyncio.run(run())
+
+
 def test_budget_held_by_busy_engines_is_transient_not_a_failure(served):
     async def run():
         reg, calls, _ = registry(device="cpu", device_budget_bytes=SIZE, request_timeout_s=0.3)

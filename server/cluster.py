@@ -1,0 +1,336 @@
+"""The cluster application on Ray Serve: the same FastAPI app as ingress, and translator
+replicas multiplexed by engine key, so that a route's sentences go to a replica that already
+holds its engine.
+
+- ``Translator`` replicas each keep engines as the single-process server does: an
+  ``EngineRegistry`` under the device budget (single-flight loads, draining, the host tier)
+  and one batcher per engine key. Serve's model multiplexing (``@serve.multiplexed``) routes a
+  request carrying an engine key to a replica that holds or is loading it. Serve's cache
+  counts models, ours counts bytes; they agree because Serve's bound is the number of this
+  bundle's largest engines that fit in the budget (``max_engines``), and Serve's eviction
+  of a key drains its engine first (``EngineRegistry.retire``: never dropped with batches
+  in flight).
+- ``Ingress`` is ``server.app.create_app`` with ``ClusterDecoders``: the API, keys, limits,
+  validation, detection, tokenizing and joining run there, and each engine's sentences go to
+  the translators. The answer names the replicas that decoded it (``X-LSMT-Replica``).
+
+Settings: every process reads its ``LSMT_*`` environment as ``python -m server`` does (keys
+stay out of Serve's config), then the application's ``settings`` argument overrides it. Start
+it with ``make serve-cluster`` (``serve run deploy/serve.yaml``); docs/deploy.md has the rest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import ray
+from prometheus_client import generate_latest
+from ray import serve
+from ray.exceptions import ActorUnavailableError, RayActorError
+from ray.serve.handle import DeploymentHandle
+
+from lsmt_core.routes import Route
+
+from .app import create_app
+from .batching import DecodeOptions, Hypothesis, QueueFull, ShuttingDown
+from .bundles import ServedBundle, open_bundle_dirs
+from .cluster_metrics import MetricsHub, merge_expositions, report_forever
+from .decoders import SERVED_BY, LocalDecoders
+from .engines import EngineRegistry, EngineUnavailable
+from .metrics import Metrics
+from .settings import Settings
+from .state import AppState
+
+log = logging.getLogger("server.cluster")
+
+# A translator replica that died with a request on it: tries on another replica (Serve
+# replaces the dead one meanwhile), then the request is answered 503 with this Retry-After.
+REPLICA_FAILURE_TRIES = 3
+REPLICA_FAILURE_PAUSE_S = 0.5
+REPLICA_FAILURE_RETRY_AFTER_S = 5.0
+
+
+@dataclass(frozen=True)
+class DecodeRequest:
+    """One engine's sentences of one request, as the ingress sends them to a translator."""
+
+    key: str
+    route: Route
+    sources: list[list[str]]
+    options: DecodeOptions
+    client: str
+
+
+@dataclass
+class DecodeReply:
+    """The hypotheses of every sentence, or the batching failure that stopped them."""
+
+    replica: str
+    hypotheses: list[list[Hypothesis]] = field(default_factory=list)
+    failure: str | None = None  # queue_full, engine_unavailable, shutting_down
+    reason: str = ""
+    retry_after: float = 0.0
+
+
+def replica_name() -> str:
+    """This replica as its answers and metrics name it: ``Deployment#id`` (the Ray actor is
+    ``SERVE_REPLICA::<app>#<name>``)."""
+    ctx = serve.get_replica_context()
+    return f"{ctx.deployment}#{ctx.replica_id.unique_id}"
+
+
+def make_settings(overrides: dict[str, Any] | None = None) -> Settings:
+    """The process's ``LSMT_*`` settings with the application's ``overrides``."""
+    return Settings(**(overrides or {}))
+
+
+def max_engines(bundles: list[ServedBundle], budget: int) -> int:
+    """How many engines a replica keeps: the number of the largest engine's module bytes
+    that fit in the device budget (at least one). Module bytes are what assembly reads; an
+    engine in the same precision takes about as much."""
+    largest = max((b.route_bytes(r) for b in bundles for r in b.routes), default=0)
+    return max(1, budget // largest) if largest else 1
+
+
+@serve.deployment(max_ongoing_requests=256, ray_actor_options={"num_cpus": 1})
+class Translator:
+    """One replica: this process's engines for the keys Serve routes to it."""
+
+    # Serve awaits an async constructor (the metrics report task starts in it).
+    async def __init__(  # type: ignore[misc]
+        self, settings: dict[str, Any] | None, hub: DeploymentHandle[Any]
+    ) -> None:
+        base = make_settings(settings)
+        # CTranslate2 threads from this replica's CPUs, not the host's core count.
+        resources = ray.get_runtime_context().get_assigned_resources()  # type: ignore[no-untyped-call]
+        cpus = resources.get("CPU", 1.0)
+        self.settings = base.model_copy(
+            update={
+                "inter_threads": base.inter_threads or max(1, int(cpus)),
+                "intra_threads": base.intra_threads or 1,
+            }
+        )
+        self.replica = replica_name()
+        self.metrics = Metrics()
+        self.bundles = self._open_bundles()
+        self.registry = EngineRegistry(self.settings, self.metrics)
+        self.executor = ThreadPoolExecutor(32, thread_name_prefix="lsmt-translate")
+        self.in_flight = 0
+        self.decoders = LocalDecoders(
+            self.registry,
+            self.settings,
+            self.metrics,
+            self.executor,
+            requests_in_flight=lambda: self.in_flight,
+        )
+        self.max_engines = max_engines(self.bundles, self.settings.resolved_device_budget)
+
+        # Decorated here, as a plain function (Serve keeps its cache on the function): the
+        # bound comes from the bundles and the budget read above.
+        async def hold(key: str) -> HeldEngine:
+            return await self._hold(key)
+
+        self.engine = serve.multiplexed(max_num_models_per_replica=self.max_engines)(hold)
+        self.reporting = asyncio.create_task(
+            report_forever(hub, self.replica, self.metrics.registry)
+        )
+        log.info("translator %s: up to %d engines", self.replica, self.max_engines)
+
+    def _find(self, key: str) -> tuple[ServedBundle, Route]:
+        """The bundle and a route of ``key``. A key not known yet re-opens the bundles once:
+        languages added to a bundle (``POST /v1/admin/reload`` on the ingress) reach the
+        replicas on their first request."""
+        for reopen in (False, True):
+            if reopen:
+                self.bundles = self._open_bundles()
+            for b in self.bundles:
+                routes = b.routes_of_key(key)
+                if routes:
+                    return b, routes[0]
+        raise EngineUnavailable(key, "no bundle of this replica has this engine key", 60.0)
+
+    def _open_bundles(self) -> list[ServedBundle]:
+        return open_bundle_dirs(
+            self.settings.bundle_dirs, lambda path, exc: log.error("bundle %s: %s", path, exc)
+        )
+
+    async def _hold(self, key: str) -> HeldEngine:
+        """Serve's loader for ``key``: the engine loaded in the registry (single-flight)."""
+        served, route = self._find(key)
+        engine = await self.registry.acquire(served, route)
+        self.registry.release(engine)
+        return HeldEngine(self.registry, served, route)
+
+    async def __call__(self, request: DecodeRequest) -> DecodeReply:
+        # Multiplexed: Serve routed the key here and keeps it; key-blind (the benchmark's
+        # baseline, ``multiplex: false``): any replica, the registry alone bounds its engines.
+        multiplexed = serve.get_multiplexed_model_id()
+        key = multiplexed or request.key
+        self.in_flight += 1
+        try:
+            served, route = self._find(key)
+            if multiplexed:
+                await self.engine(key)
+            hypotheses = await self.decoders.decode(
+                served, route, request.sources, request.options, request.client
+            )
+            return DecodeReply(self.replica, hypotheses)
+        except QueueFull:
+            return DecodeReply(self.replica, failure="queue_full")
+        except EngineUnavailable as exc:
+            return DecodeReply(
+                self.replica,
+                failure="engine_unavailable",
+                reason=exc.reason,
+                retry_after=exc.retry_after,
+            )
+        except ShuttingDown:
+            return DecodeReply(self.replica, failure="shutting_down")
+        finally:
+            self.in_flight -= 1
+
+    async def __del__(self) -> None:
+        self.reporting.cancel()
+        await self.decoders.close()
+        await self.registry.close()
+        self.executor.shutdown(wait=False, cancel_futures=True)
+
+
+class HeldEngine:
+    """What Serve's multiplexer keeps for a key. When Serve evicts the key it awaits
+    ``__del__`` (an instance attribute, so garbage collection never calls it), which drains
+    and drops the engine: Serve's view of the replica's keys and the registry's stay one."""
+
+    def __init__(self, registry: EngineRegistry, served: ServedBundle, route: Route) -> None:
+        self.key = served.engine_key(*route)
+
+        async def retire() -> None:
+            await registry.retire(served, route)
+
+        self.__del__ = retire
+
+
+class ClusterDecoders:
+    """The ingress's decoders: each engine's sentences to the translator replica Serve
+    picks for the engine key (``multiplex``), or to any replica (key-blind balancing, the
+    baseline the cluster benchmark compares with)."""
+
+    def __init__(self, translator: DeploymentHandle[Any], multiplex: bool = True) -> None:
+        self.translator = translator
+        self.multiplex = multiplex
+
+    def check(self, served: ServedBundle, route: Route) -> None:
+        """Engine failures are the replicas' to know: a failed key answers 503 from there."""
+
+    def is_full(self, served: ServedBundle, route: Route) -> bool:
+        return False  # each replica's queue refuses for itself (``queue_full``)
+
+    async def decode(
+        self,
+        served: ServedBundle,
+        route: Route,
+        sources: list[list[str]],
+        options: DecodeOptions,
+        client: str,
+    ) -> list[list[Hypothesis]]:
+        key = served.engine_key(*route)
+        request = DecodeRequest(key, route, sources, options, client)
+        handle = self.translator
+        if self.multiplex:
+            handle = handle.options(multiplexed_model_id=key)
+        for attempt in range(REPLICA_FAILURE_TRIES):
+            response = handle.remote(request)
+            try:
+                reply: DecodeReply = await response
+                break
+            except asyncio.CancelledError:
+                response.cancel()  # type: ignore[no-untyped-call]
+                raise
+            except (RayActorError, ActorUnavailableError) as exc:
+                log.warning("translator replica failed on %s (try %d): %s", key, attempt + 1, exc)
+                if attempt + 1 == REPLICA_FAILURE_TRIES:
+                    raise EngineUnavailable(
+                        key,
+                        "the translator replica failed; it is being replaced",
+                        REPLICA_FAILURE_RETRY_AFTER_S,
+                    ) from None
+                await asyncio.sleep(REPLICA_FAILURE_PAUSE_S)
+        served_by = SERVED_BY.get()
+        if served_by is not None:
+            served_by.add(reply.replica)
+        if reply.failure == "queue_full":
+            raise QueueFull()
+        if reply.failure == "engine_unavailable":
+            raise EngineUnavailable(key, reply.reason, reply.retry_after)
+        if reply.failure == "shutting_down":
+            raise ShuttingDown()
+        return reply.hypotheses
+
+    async def close(self) -> None:
+        """Nothing of its own: the translators close with their replicas."""
+
+
+@serve.deployment(max_ongoing_requests=256, ray_actor_options={"num_cpus": 0.5})
+@serve.ingress()
+class Ingress:
+    """The HTTP API: ``server.app.create_app`` decoding on the translators; its ``/metrics``
+    answers for every replica (``server.cluster_metrics``)."""
+
+    async def __init__(  # type: ignore[misc]  # Serve awaits an async constructor
+        self,
+        translator: DeploymentHandle[Any],
+        hub: DeploymentHandle[Any],
+        settings: dict[str, Any] | None = None,
+        multiplex: bool = True,
+    ) -> None:
+        self.replica = replica_name()
+        self.hub = hub
+        self.asgi = create_app(  # not self.app: Serve's ingress classes have that property
+            make_settings(settings),
+            decoders=lambda st: ClusterDecoders(translator, multiplex),
+        )
+        self.state: AppState = self.asgi.state.lsmt
+        self.state.metrics_view = self.metrics_view
+        self.reporting = asyncio.create_task(
+            report_forever(hub, self.replica, self.state.metrics.registry)
+        )
+
+    def __serve_build_asgi_app__(self) -> Any:
+        return self.asgi
+
+    async def metrics_view(self) -> bytes:
+        """Every replica's latest report, this one's as of now."""
+        try:
+            reports: dict[str, str] = await self.hub.collect.remote()
+        except Exception as exc:
+            log.warning("the metrics hub did not answer: %s", exc)
+            reports = {}
+        reports[self.replica] = generate_latest(self.state.metrics.registry).decode()
+        return merge_expositions(reports)
+
+    async def __del__(self) -> None:
+        self.reporting.cancel()
+
+
+def build_app(args: dict[str, Any]) -> Any:
+    """The application for ``serve run`` / a Serve config (``import_path:
+    server.cluster:build_app``). ``args``: ``settings``, overrides of ``LSMT_*`` for every
+    replica (bundles, budgets, limits; never keys: those come from the environment),
+    ``translators`` and ``translator_cpus`` (replicas, CPUs each; a Serve config's
+    ``deployments`` section may set them too), and ``multiplex`` (default true; false routes
+    key-blind, for comparison)."""
+    settings = dict(args.get("settings") or {})
+    multiplex = bool(args.get("multiplex", True))
+    options: dict[str, Any] = {}
+    if "translators" in args:
+        options["num_replicas"] = int(args["translators"])
+    if "translator_cpus" in args:
+        options["ray_actor_options"] = {"num_cpus": float(args["translator_cpus"])}
+    # the deployment decorators make the classes Deployments, which mypy does not see
+    hub = MetricsHub.bind()  # type: ignore[attr-defined]
+    translator = Translator.options(**options).bind(settings, hub)  # type: ignore[attr-defined]
+    return Ingress.bind(translator, hub, settings, multiplex)  # type: ignore[attr-defined]

@@ -1,0 +1,150 @@
+"""Where tokenized sentences are decoded: ``Decoders``, what the translation service needs
+from the engines, and ``LocalDecoders``, the engines of this process (one batcher per
+engine key over the process's ``EngineRegistry``).
+
+The cluster application (``server.cluster``) gives the same service another implementation,
+which sends each engine's sentences to the Ray Serve replica that holds that engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextvars import ContextVar
+from typing import Protocol
+
+from lsmt_core.routes import Route
+
+from .batching import Batcher, DecodeOptions, Hypothesis
+from .bundles import ServedBundle
+from .engines import EngineRegistry
+from .metrics import Metrics
+from .settings import Settings
+
+# The replicas that decoded the current request's sentences (cluster decoders add theirs): the
+# request middleware gives each request its own set and answers it in ``X-LSMT-Replica``.
+SERVED_BY: ContextVar[set[str] | None] = ContextVar("lsmt_served_by", default=None)
+
+
+class Decoders(Protocol):
+    """Decoding on the engine of ``served`` for ``route``. ``decode`` raises the batching
+    failures (``QueueFull``, ``EngineUnavailable``, ``ShuttingDown``) as they are; when it is
+    cancelled, the sentences still queued are dropped."""
+
+    def check(self, served: ServedBundle, route: Route) -> None:
+        """Raise ``EngineUnavailable`` at once when the route's engine is known to be down."""
+
+    def is_full(self, served: ServedBundle, route: Route) -> bool:
+        """Whether a new request for the route would be refused (queue full)."""
+
+    async def decode(
+        self,
+        served: ServedBundle,
+        route: Route,
+        sources: list[list[str]],
+        options: DecodeOptions,
+        client: str,
+    ) -> list[list[Hypothesis]]:
+        """The hypotheses of every source sentence, in order."""
+
+    async def close(self) -> None:
+        """Finish running batches; fail what is still queued with ``ShuttingDown``."""
+
+
+class LocalDecoders:
+    """The engines of this process: one ``Batcher`` per engine key, made on first use."""
+
+    def __init__(
+        self,
+        registry: EngineRegistry,
+        settings: Settings,
+        metrics: Metrics,
+        executor: ThreadPoolExecutor,
+        requests_in_flight: Callable[[], int] | None = None,
+    ) -> None:
+        self.registry = registry
+        self.settings = settings
+        self.metrics = metrics
+        self.executor = executor
+        self.requests_in_flight = requests_in_flight
+        self.batchers: dict[str, Batcher] = {}
+
+    def batcher(self, served: ServedBundle, route: Route) -> Batcher:
+        key = served.engine_key(*route)
+        b = self.batchers.get(key)
+        if b is None:
+            b = self.batchers[key] = Batcher(
+                served,
+                route,
+                self.registry,
+                self.settings,
+                self.metrics,
+                self.executor,
+                self.requests_in_flight,
+            )
+        return b
+
+    def check(self, served: ServedBundle, route: Route) -> None:
+        self.registry.check(served, route)
+
+    def is_full(self, served: ServedBundle, route: Route) -> bool:
+        return self.batcher(served, route).is_full()
+
+    async def decode(
+        self,
+        served: ServedBundle,
+        route: Route,
+        sources: list[list[str]],
+        options: DecodeOptions,
+        client: str,
+    ) -> list[list[Hypothesis]]:
+        job = self.batcher(served, route).submit(sources, options, client)
+        try:
+            return await job.future
+        except BaseException:
+            # Cancelled (the request failed elsewhere, timed out or went away): its queued
+            # sentences are skipped, not translated for nobody.
+            job.cancelled = True
+            if not job.future.done():
+                job.future.cancel()
+            raise
+
+    async def close(self) -> None:
+        for b in self.batchers.values():
+            with contextlib.suppress(Exception):
+                await b.close()
+
+
+async def decode_all(
+    decoders: Decoders,
+    groups: list[tuple[ServedBundle, Route, list[list[str]]]],
+    options: DecodeOptions,
+    client: str,
+    timeout: float,
+) -> list[list[list[Hypothesis]]]:
+    """Decode each (bundle, route, sources) group at once, one call per engine; the first
+    failure is raised and the other groups cancelled, and ``TimeoutError`` after
+    ``timeout`` seconds (everything cancelled too)."""
+    tasks = [
+        asyncio.ensure_future(decoders.decode(served, route, sources, options, client))
+        for served, route, sources in groups
+    ]
+    try:
+        done, pending = await asyncio.wait(
+            tasks, timeout=max(timeout, 0.001), return_when=asyncio.FIRST_EXCEPTION
+        )
+        failed = next((t.exception() for t in done if t.exception()), None)
+        if failed is not None:
+            raise failed
+        if pending:
+            raise TimeoutError
+        return [t.result() for t in tasks]
+    finally:
+        for t in tasks:
+            if not t.done():
+                t.cancel()
+        # Wait for the cancellations, so that every job is marked cancelled before the
+        # caller answers; their exceptions are taken here (none logged as never retrieved).
+        await asyncio.gather(*tasks, return_exceptions=True)

@@ -1,0 +1,209 @@
+"""The cluster application (server.cluster) on a real local Ray: Serve's HTTP proxy, the
+ingress (the FastAPI app) and two translator replicas of half a CPU each, multiplexed by
+engine key, on the tiny bundle. Ray starts once for the module (about half a minute on two
+cores) and is shut down by the last test, which checks that no Ray process is left."""
+
+from __future__ import annotations
+
+import socket
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
+import psutil
+import pytest
+import ray
+from prometheus_client.parser import text_string_to_metric_families
+from ray import serve
+
+from server.bundles import load_served_bundle
+from server.cluster import build_app
+
+pytestmark = pytest.mark.integration
+
+APP = "lsmt"
+# As the single-process servers of these tests run the tiny model (conftest._factory).
+SETTINGS = {
+    "device": "cpu",
+    "warmup_routes": [],
+    "output_checks": False,
+    "repetition_penalty": 1.0,
+    "no_repeat_ngram_size": 0,
+}
+RAY_PROCESSES = {"raylet", "gcs_server", "plasma_store"}
+
+
+class Cluster:
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.stopped = False
+
+    def post(self, body: dict[str, Any], timeout: float = 120) -> httpx.Response:
+        return httpx.post(f"{self.url}/v1/translate", json=body, timeout=timeout)
+
+    def stop(self) -> None:
+        if not self.stopped:
+            self.stopped = True
+            serve.shutdown()
+            ray.shutdown()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def cluster(tiny_bundle):
+    # Two of the tiny bundle's three engines per replica: three keys need both replicas.
+    served = load_served_bundle(tiny_bundle)
+    budget = 2 * max(served.route_bytes(r) for r in served.routes) + 1
+    settings = {**SETTINGS, "bundles": [str(tiny_bundle)], "device_budget_bytes": budget}
+    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=100 * 2**20)
+    port = _free_port()
+    c = Cluster(f"http://127.0.0.1:{port}")
+    try:
+        serve.start(http_options={"host": "127.0.0.1", "port": port})
+        app = build_app({"settings": settings, "translators": 2, "translator_cpus": 0.5})
+        serve.run(app, name=APP, route_prefix="/")
+        yield c
+    finally:
+        c.stop()
+
+
+def body(text: str, target: str, source: str = "en") -> dict[str, Any]:
+    return {"text": text, "source": source, "target": target, "beam_size": 2}
+
+
+def replica_of(r: httpx.Response) -> str:
+    assert r.status_code == 200, r.text
+    return r.headers["x-lsmt-replica"]
+
+
+def test_ingress_serves_the_same_api(cluster):
+    ready = httpx.get(f"{cluster.url}/readyz", timeout=30)
+    assert ready.status_code in (200, 503) and ready.json()["bundles"] == {"tiny": "ok"}
+    langs = httpx.get(f"{cluster.url}/v1/languages", timeout=30).json()
+    assert {lang["code"] for lang in langs["languages"]} == {"de", "en", "fr"}
+    # a client mistake is answered by the ingress itself, with the single server's error body
+    bad = cluster.post(body("Hello.", "xx"))
+    assert bad.status_code == 400 and bad.json()["error"]["code"] == "unknown_language"
+
+
+def test_a_keys_requests_stay_on_the_replica_that_loaded_it(cluster):
+    replicas = {replica_of(cluster.post(body(f"In the beginning {i}.", "de"))) for i in range(6)}
+    assert len(replicas) == 1
+
+
+def test_different_keys_spread_over_replicas(cluster):
+    seen: dict[str, str] = {}
+    for target in ("de", "fr", "de", "fr"):
+        replica = replica_of(cluster.post(body("And God said, Let there be light.", target)))
+        assert seen.setdefault(target, replica) == replica  # each key keeps its replica
+        time.sleep(0.5)  # the replicas report the keys they hold to the router
+    # de came first to an empty cluster; fr goes to the replica with the fewest keys
+    assert seen["de"] != seen["fr"]
+
+
+def test_metrics_are_one_view_over_every_replica(cluster):
+    """One scrape of the ingress shows every replica's series, labelled by replica: the
+    translators' engine loads and resident keys beside the ingress's HTTP requests."""
+    held: dict[str, str] = {}
+    for target in ("de", "fr"):
+        held[target] = replica_of(cluster.post(body("Let there be light.", target)))
+    deadline = time.monotonic() + 30  # the replicas report every few seconds
+    while True:
+        text = httpx.get(f"{cluster.url}/metrics", timeout=30).text
+        families = list(text_string_to_metric_families(text))
+        samples = [s for f in families for s in f.samples]
+        resident = {
+            (s.labels["replica"], s.labels["engine"])
+            for s in samples
+            if s.name == "lsmt_engine_resident" and s.labels["tier"] == "device" and s.value == 1
+        }
+        wanted = {(replica, f"tiny:shared+tgt/{t}") for t, replica in held.items()}
+        if wanted <= resident:
+            break
+        assert time.monotonic() < deadline, (wanted, resident)
+        time.sleep(1)
+    names = [f.name for f in families]
+    assert len(names) == len(set(names))  # merged: one family per metric
+    replicas = {s.labels.get("replica") for s in samples}
+    assert set(held.values()) <= replicas and any(r.startswith("Ingress#") for r in replicas)
+    loads = {
+        s.labels["replica"] for s in samples if s.name == "lsmt_engine_loads_total" and s.value >= 1
+    }
+    assert set(held.values()) <= loads
+    http = [s for s in samples if s.name == "lsmt_http_requests_total" and s.value > 0]
+    assert http and all(s.labels["replica"].startswith("Ingress#") for s in http)
+
+
+def test_outputs_equal_the_single_process_server(cluster, make_server, tiny_bundle):
+    single = make_server(**{k: v for k, v in SETTINGS.items() if k != "device"})
+    alternatives = {**body("And the evening and the morning were the first day.", "fr")}
+    alternatives["num_alternatives"] = 1
+    requests = [
+        body("In the beginning God created the heaven and the earth.", "de"),
+        body("Im Anfang schuf Gott Himmel und Erde. Und die Erde war wüst.", "fr", "de"),
+        alternatives,
+        body("Et Dieu dit: Que la lumière soit!", "en", "auto"),
+    ]
+    for req in requests:
+        got = cluster.post(req)
+        want = httpx.post(f"{single.url}/v1/translate", json=req, timeout=60)
+        assert got.status_code == want.status_code == 200, (got.text, want.text)
+        strip = lambda b: {k: v for k, v in b.items() if k != "request_id"}  # noqa: E731
+        assert strip(got.json()) == strip(want.json())
+
+
+def test_a_replica_killed_in_flight(cluster):
+    """Requests in flight on a replica that dies are answered (retried on another replica,
+    or 503 with Retry-After); Serve replaces it and later requests succeed."""
+    long_text = " ".join(f"And the evening and the morning were day {i}." for i in range(40))
+    victim = replica_of(cluster.post(body("In the beginning.", "de")))
+    actor = ray.get_actor(f"SERVE_REPLICA::{APP}#{victim}", namespace="serve")
+    with ThreadPoolExecutor(6) as pool:
+        futures = [pool.submit(cluster.post, body(long_text, "de"), 120) for _ in range(6)]
+        time.sleep(0.3)
+        ray.kill(actor, no_restart=True)
+        answers = [f.result(timeout=150) for f in futures]  # none hangs
+    print("KILL", [(r.status_code, r.headers.get("x-lsmt-replica")) for r in answers], victim)
+    for r in answers:
+        assert r.status_code in (200, 503), r.text
+        if r.status_code == 503:
+            assert int(r.headers["retry-after"]) > 0
+            assert r.json()["error"]["code"] == "engine_unavailable"
+        else:
+            assert r.headers["x-lsmt-replica"] != victim
+    # Serve starts a replacement; the cluster serves every key again.
+    deadline = time.monotonic() + 120
+    while True:
+        status = serve.status().applications[APP].deployments["Translator"]
+        running = status.replica_states.get("RUNNING", 0)
+        if status.status == "HEALTHY" and running == 2:
+            break
+        assert time.monotonic() < deadline, status
+        time.sleep(1)
+    for target in ("de", "fr", "en"):
+        source = "de" if target == "en" else "en"
+        assert (
+            cluster.post(
+                body("Und Gott sprach." if source == "de" else "Hello.", target, source)
+            ).status_code
+            == 200
+        )
+
+
+def test_shutdown_leaves_no_ray_process(cluster):
+    cluster.stop()
+    deadline = time.monotonic() + 30
+    while True:
+        left = [
+            p.info["name"] for p in psutil.process_iter(["name"]) if p.info["name"] in RAY_PROCESSES
+        ]
+        if not left:
+            break
+        assert time.monotonic() < deadline, left
+        time.sleep(0.5)
