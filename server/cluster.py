@@ -6,10 +6,10 @@ holds its engine.
   ``EngineRegistry`` under the device budget (single-flight loads, draining, the host tier)
   and one batcher per engine key. Serve's model multiplexing (``@serve.multiplexed``) routes a
   request carrying an engine key to a replica that holds or is loading it. Serve's cache
-  counts models, ours counts bytes; they agree because Serve's bound is the number of this
-  bundle's largest engines that fit in the budget (``max_engines``), and Serve's eviction
-  of a key drains its engine first (``EngineRegistry.retire``: never dropped with batches
-  in flight).
+  counts models, ours counts bytes; they agree because Serve's bound is the number of the
+  largest engine (measured: built once at the replica's start) that fit in the budget
+  (``max_engines``), and Serve's eviction of a key drains its engine first
+  (``EngineRegistry.retire``: never dropped with batches in flight).
 - ``Ingress`` is ``server.app.create_app`` with ``ClusterDecoders``: the API, keys, limits,
   validation, detection, tokenizing and joining run there, and each engine's sentences go to
   the translators. The answer names the replicas that decoded it (``X-LSMT-Replica``).
@@ -88,12 +88,9 @@ def make_settings(overrides: dict[str, Any] | None = None) -> Settings:
     return Settings(**(overrides or {}))
 
 
-def max_engines(bundles: list[ServedBundle], budget: int) -> int:
-    """How many engines a replica keeps: the number of the largest engine's module bytes
-    that fit in the device budget (at least one). Module bytes are what assembly reads; an
-    engine in the same precision takes about as much."""
-    largest = max((b.route_bytes(r) for b in bundles for r in b.routes), default=0)
-    return max(1, budget // largest) if largest else 1
+def max_engines(budget: int, engine_bytes: int) -> int:
+    """How many engines of ``engine_bytes`` a replica's budget holds (at least one)."""
+    return max(1, budget // engine_bytes) if engine_bytes > 0 else 1
 
 
 @serve.deployment(max_ongoing_requests=256, ray_actor_options={"num_cpus": 1})
@@ -127,7 +124,8 @@ class Translator:
             self.executor,
             requests_in_flight=lambda: self.in_flight,
         )
-        self.max_engines = max_engines(self.bundles, self.settings.resolved_device_budget)
+        budget = self.settings.resolved_device_budget
+        self.max_engines = max_engines(budget, await self._largest_engine_bytes())
 
         # Decorated here, as a plain function (Serve keeps its cache on the function): the
         # bound comes from the bundles and the budget read above.
@@ -139,6 +137,22 @@ class Translator:
             report_forever(hub, self.replica, self.metrics.registry)
         )
         log.info("translator %s: up to %d engines", self.replica, self.max_engines)
+
+    async def _largest_engine_bytes(self) -> int:
+        """The bytes of the engine of the route with the most module bytes, loaded once at
+        start (the replica's warm-up: it stays until the budget needs its room); that route's
+        module bytes when it cannot load (its requests will answer why)."""
+        routes = [(b.route_bytes(r), b, r) for b in self.bundles for r in b.routes]
+        if not routes:
+            return 0
+        module_bytes, served, route = max(routes, key=lambda x: x[0])
+        try:
+            engine = await self.registry.acquire(served, route)
+        except EngineUnavailable as exc:
+            log.warning("sizing engine %s did not load: %s", exc.key, exc.reason)
+            return module_bytes
+        self.registry.release(engine)
+        return engine.nbytes
 
     def _find(self, key: str) -> tuple[ServedBundle, Route]:
         """The bundle and a route of ``key``. A key not known yet re-opens the bundles once:

@@ -179,6 +179,25 @@ def test_fair_share_benchmark_quick(tmp_path):
     _png(out / "fair_share.png")
 
 
+def test_cluster_benchmark_quick(tmp_path):
+    """Both modes measured on a real local Ray with the default model; outputs well formed."""
+    from loadtests import bench_cluster
+
+    out = tmp_path / "cluster"
+    result = bench_cluster.main(["--quick", "--out", str(out)])
+    saved = json.loads((out / "cluster_multiplex.json").read_text())
+    assert [r["mode"] for r in saved["rows"]] == ["multiplex", "key-blind"]
+    for row in saved["rows"]:
+        assert row["errors"] == 0 and row["engine_loads"] >= 1, row
+        assert 0 < row["p50_s"] <= row["p95_s"], row
+        # each translator holds at most the engines its budget was sized for
+        assert all(len(keys) <= 2 for keys in row["resident"].values()), row
+    assert set(result["multiplex_over_key_blind"]) >= {"loads_per_1000", "p95_s"}
+    with open(out / "cluster_multiplex.csv") as f:
+        assert len(list(csv.DictReader(f))) == 2
+    _png(out / "cluster_multiplex.png")
+
+
 def test_cold_path_profile_quick(quick_models, tmp_path):
     from loadtests import profile_cold
 
