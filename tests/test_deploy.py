@@ -31,9 +31,10 @@ ENV_EXAMPLE = ROOT / ".env.example"
 DEPLOY_DOC = ROOT / "docs" / "deploy.md"
 SERVER_DOC = ROOT / "docs" / "server.md"
 STAGES = parse(DOCKERFILE)
-# Series Prometheus makes itself, and labels it adds to every scraped series.
+# Series Prometheus makes itself, and labels it adds to every scraped series; the cluster's
+# merged /metrics adds the replica of every series (server.cluster_metrics).
 PROMETHEUS_SERIES = {"up": set()}
-PROMETHEUS_LABELS = {"job", "instance"}
+PROMETHEUS_LABELS = {"job", "instance", "replica"}
 
 
 def _tool(name: str) -> Path:
