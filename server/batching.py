@@ -17,12 +17,13 @@ every document queued before it, and one client cannot take an engine by sending
 requests; with a single job waiting the batch is the same as in arrival order (``fifo``, kept
 for comparison).
 
-With ``express_batch_size`` E > 0 one of the ``inter_threads`` slots is an express lane: its
-batches hold at most E sentences, from the jobs with the fewest sentences left first. A light
-job (at most E sentences left) goes to the express lane whenever that is free, and the bulk
-lanes take light jobs only when no heavy job waits; when no light job waits, the express lane
-runs heavy sentences E at a time, so its core is not idle. A one-sentence request beside
-documents then waits for an express batch of E sentences, not for a full batch.
+With ``express_batch_size`` E > 0 an engine has one batch slot more than ``inter_threads``,
+the express lane (and CTranslate2 one worker more: ``Settings.engine_workers``): its batches
+hold at most E sentences, from the jobs with the fewest sentences left first, and it takes
+only light jobs (at most E sentences left). The bulk slots take light jobs only when no heavy
+one waits. A one-sentence request beside documents then starts at once on the extra worker,
+sharing the cores with the running batches for its few milliseconds, instead of waiting for a
+full batch; with no light job waiting the lane is idle and the bulk slots keep every core.
 
 The queue is bounded (``queue_size`` jobs waiting per engine): ``submit`` raises ``QueueFull``
 at once instead of queueing forever. A job whose request timed out is skipped.
@@ -190,9 +191,9 @@ class Batcher:
         self.executor = executor
         self.queue: deque[Job] = deque()
         self._wake = asyncio.Event()
-        # Batch slots per lane (module docstring); without an express lane, all are bulk.
-        express = 1 if settings.express_batch_size and settings.resolved_inter_threads > 1 else 0
-        self._capacity = {"bulk": settings.resolved_inter_threads - express, "express": express}
+        # Batch slots per lane (module docstring): the express lane is one slot more.
+        express = 1 if settings.express_batch_size else 0
+        self._capacity = {"bulk": settings.resolved_inter_threads, "express": express}
         self._busy = {"bulk": 0, "express": 0}
         self._lane_freed = asyncio.Event()
         self._running: set[asyncio.Task[None]] = set()
@@ -217,6 +218,7 @@ class Batcher:
         self.queue.append(job)
         self._depth.set(len(self.queue))
         self._wake.set()
+        self._lane_freed.set()  # a light job may take the express lane while bulk is busy
         self.start()
         return job
 
@@ -277,11 +279,14 @@ class Batcher:
 
     async def _acquire_lane(self) -> str:
         """A free batch slot: the express lane when a light job waits for it, else a bulk
-        one, else the express lane (heavy sentences in small batches)."""
+        one. Also woken by ``submit``: a light job arriving while the bulk slots are busy
+        takes the express lane at once."""
         while True:
             free = [lane for lane in ("bulk", "express") if self._busy[lane] < self._capacity[lane]]
-            if free:
-                lane = "express" if "express" in free and self._light_waiting() else free[0]
+            lane = "express" if "express" in free and self._light_waiting() else None
+            if lane is None and "bulk" in free:
+                lane = "bulk"
+            if lane is not None:
                 self._busy[lane] += 1
                 return lane
             self._lane_freed.clear()
@@ -316,8 +321,10 @@ class Batcher:
         express = lane == "express"
         if self._capacity["express"] and not express and any(not self._is_light(j) for j in jobs):
             jobs = [j for j in jobs if not self._is_light(j)]  # light ones: the express lane
-        if express:  # the fewest sentences left first (stable: arrival order among equals)
-            jobs.sort(key=lambda j: j.pending_sentences)
+        if express:  # light jobs only, the fewest sentences left first (stable otherwise)
+            jobs = sorted((j for j in jobs if self._is_light(j)), key=lambda j: j.pending_sentences)
+            if not jobs:
+                return None
         opts = jobs[0].options
         items = select_sentences(
             [j for j in jobs if j.options == opts],

@@ -63,7 +63,7 @@ def default_loader(bundle: Any, src: str, tgt: str, settings: Settings) -> tuple
         device=settings.resolved_device,
         device_index=settings.device_index,
         compute_type=settings.resolved_compute_type,
-        inter_threads=settings.resolved_inter_threads,
+        inter_threads=settings.engine_workers,
         intra_threads=settings.resolved_intra_threads,
     )
 

@@ -103,10 +103,10 @@ class Settings(BaseSettings):
     express_batch_size: int = Field(
         0,
         ge=0,
-        description="Sentences per batch of the express lane: one of an engine's inter_threads "
-        "batch slots kept for requests of at most this many sentences (the shortest first; "
-        "heavy sentences fill it when none waits), so that a short request waits for a batch "
-        "of this size rather than a full one; 0: no express lane (needs inter_threads >= 2).",
+        description="Sentences per batch of the express lane: a batch slot (and CTranslate2 "
+        "worker) beside the inter_threads ones, only for requests of at most this many "
+        "sentences (the shortest first), so that a short request starts at once beside the "
+        "running batches instead of waiting for one; 0: no express lane.",
     )
     queue_size: int = Field(
         256, ge=1, description="Requests waiting per engine; beyond it: 429 + Retry-After."
@@ -238,6 +238,11 @@ class Settings(BaseSettings):
         if self.inter_threads is not None:
             return self.inter_threads
         return 1 if self.resolved_device == "cuda" else 2
+
+    @property
+    def engine_workers(self) -> int:
+        """CTranslate2 workers per engine: the batch slots, the express lane's included."""
+        return self.resolved_inter_threads + (1 if self.express_batch_size else 0)
 
     @property
     def resolved_intra_threads(self) -> int:
