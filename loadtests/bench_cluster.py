@@ -120,24 +120,33 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def translator_counters(url: str) -> dict[str, Any]:
-    """From the cluster's merged /metrics: engine loads summed over the translators, and the
-    engine keys resident on each translator replica."""
+def cluster_counters(url: str) -> dict[str, Any]:
+    """From the cluster's merged /metrics: engine loads and their seconds summed over the
+    translators, the keys resident on each translator, and per stage (tokenize and
+    detokenize on the ingress, queue_wait and translate on the translators) the seconds and
+    observations summed over every replica."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    loads = 0.0
-    resident: dict[str, list[str]] = {}
+    out: dict[str, Any] = {"loads": 0.0, "load_s": 0.0, "resident": {}, "stages": {}}
     text = httpx.get(f"{url}/metrics", timeout=30).text
     for family in text_string_to_metric_families(text):
         for s in family.samples:
             replica = s.labels.get("replica", "")
+            if s.name.startswith("lsmt_stage_duration_seconds_"):
+                kind = s.name.rsplit("_", 1)[1]  # sum or count
+                if kind in ("sum", "count"):
+                    stage = out["stages"].setdefault(s.labels["stage"], {"sum": 0.0, "count": 0.0})
+                    stage[kind] += s.value
             if not replica.startswith("Translator#"):
                 continue
             if s.name == "lsmt_engine_loads_total":
-                loads += s.value
-            if s.name == "lsmt_engine_resident" and s.labels["tier"] == "device" and s.value:
-                resident.setdefault(replica, []).append(s.labels["engine"])
-    return {"loads": loads, "resident": {r: sorted(k) for r, k in sorted(resident.items())}}
+                out["loads"] += s.value
+            elif s.name == "lsmt_engine_load_seconds_sum":
+                out["load_s"] += s.value
+            elif s.name == "lsmt_engine_resident" and s.labels["tier"] == "device" and s.value:
+                out["resident"].setdefault(replica, []).append(s.labels["engine"])
+    out["resident"] = {r: sorted(k) for r, k in sorted(out["resident"].items())}
+    return out
 
 
 def measure_mode(
@@ -166,7 +175,7 @@ def measure_mode(
     try:
         # The translators build one engine at start to size their budget: not the load's.
         time.sleep(METRICS_REPORT_WAIT_S)
-        start_loads = translator_counters(url)["loads"]
+        start = cluster_counters(url)
         latencies: list[float] = []
         errors = 0
 
@@ -182,16 +191,26 @@ def measure_mode(
             list(pool.map(send, bodies))
         wall = time.perf_counter() - t0
         time.sleep(METRICS_REPORT_WAIT_S)  # every replica's last report is in the view
-        counters = translator_counters(url)
+        counters = cluster_counters(url)
     finally:
         serve.delete(APP)
     resident = counters["resident"]
+    loads = counters["loads"] - start["loads"]
+    stage_s = {
+        name: (v["sum"] - start["stages"].get(name, {}).get("sum", 0.0))
+        for name, v in counters["stages"].items()
+    }
     return {
         "mode": mode,
         "requests": len(bodies),
         "errors": errors,
-        "engine_loads": counters["loads"] - start_loads,
-        "loads_per_1000": 1000 * (counters["loads"] - start_loads) / len(bodies),
+        "engine_loads": loads,
+        "loads_per_1000": 1000 * loads / len(bodies),
+        "load_s_per_request": (counters["load_s"] - start["load_s"]) / len(bodies),
+        # CPU-bound work per request, where it runs (the projection in docs/benchmarks.md)
+        "ingress_s_per_request": (stage_s.get("tokenize", 0) + stage_s.get("detokenize", 0))
+        / len(bodies),
+        "translate_s_per_request": stage_s.get("translate", 0) / len(bodies),
         "p50_s": statistics.median(latencies),
         "p95_s": percentile(latencies, 95),
         "requests_per_s": len(bodies) / wall,
@@ -202,7 +221,16 @@ def measure_mode(
 
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    keys = ("loads_per_1000", "p50_s", "p95_s", "requests_per_s", "distinct_resident_keys")
+    keys = (
+        "loads_per_1000",
+        "p50_s",
+        "p95_s",
+        "requests_per_s",
+        "distinct_resident_keys",
+        "load_s_per_request",
+        "ingress_s_per_request",
+        "translate_s_per_request",
+    )
     med = {m: {k: statistics.median(r[k] for r in rows if r["mode"] == m) for k in keys}
            for m in MODES}  # fmt: skip
     ratio = {k: med["multiplex"][k] / med["key-blind"][k] if med["key-blind"][k] else None

@@ -208,10 +208,13 @@ class Translator:
             self.in_flight -= 1
 
     async def __del__(self) -> None:
-        self.reporting.cancel()
-        await self.decoders.close()
-        await self.registry.close()
-        self.executor.shutdown(wait=False, cancel_futures=True)
+        # Serve calls it after a failed constructor too: only what was made is closed.
+        if hasattr(self, "reporting"):
+            self.reporting.cancel()
+        if hasattr(self, "decoders"):
+            await self.decoders.close()
+            await self.registry.close()
+            self.executor.shutdown(wait=False, cancel_futures=True)
 
 
 class HeldEngine:
@@ -327,7 +330,8 @@ class Ingress:
         return merge_expositions(reports)
 
     async def __del__(self) -> None:
-        self.reporting.cancel()
+        if hasattr(self, "reporting"):  # Serve calls it after a failed constructor too
+            self.reporting.cancel()
 
 
 def build_app(args: dict[str, Any]) -> Any:
