@@ -35,6 +35,12 @@ def test_cuda_defaults():
     assert s.resolved_device_budget > Settings(device="cpu").resolved_device_budget
 
 
+def test_the_express_lane_is_one_engine_worker_more():
+    assert Settings(device="cpu").engine_workers == 2
+    assert Settings(device="cpu", express_batch_size=1).engine_workers == 3
+    assert Settings(device="cuda", inter_threads=1, express_batch_size=2).engine_workers == 2
+
+
 def test_inconsistent_limits_are_rejected():
     with pytest.raises(ValidationError):
         Settings(default_beam_size=9, max_beam_size=8)
