@@ -103,17 +103,6 @@ def requests_for(args: argparse.Namespace, routes: list[tuple[str, str]]) -> lis
     ]
 
 
-def largest_engine_bytes(served: Any) -> int:
-    """The bytes of the engine of the bundle's largest route, built here once, as the
-    translators size their budget (``server.cluster.Translator``)."""
-    from server.engines import default_loader
-    from server.settings import Settings
-
-    route = max(served.routes, key=served.route_bytes)
-    _, nbytes = default_loader(served.bundle, *route, Settings(device="cpu"))
-    return int(nbytes)
-
-
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -263,11 +252,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     from ray import serve
 
     from server.bundles import load_served_bundle
+    from server.cluster import largest_engine_bytes
+    from server.settings import Settings
 
     args = parse_args(argv)
     served = load_served_bundle(args.bundle)
     routes = [tuple(r) for r in served.routes]
-    budget = args.engines_per_replica * largest_engine_bytes(served) + 1
+    budget = args.engines_per_replica * largest_engine_bytes(served, Settings(device="cpu")) + 1
     bodies = requests_for(args, routes)
     port = _free_port()
     ray.init(num_cpus=2, include_dashboard=False, object_store_memory=100 * 2**20)

@@ -40,7 +40,7 @@ from .batching import DecodeOptions, Hypothesis, QueueFull, ShuttingDown
 from .bundles import ServedBundle, open_bundle_dirs
 from .cluster_metrics import MetricsHub, merge_expositions, report_forever
 from .decoders import SERVED_BY, LocalDecoders
-from .engines import EngineRegistry, EngineUnavailable
+from .engines import EngineRegistry, EngineUnavailable, default_loader
 from .metrics import Metrics
 from .settings import Settings
 from .state import AppState
@@ -86,6 +86,16 @@ def replica_name() -> str:
 def make_settings(overrides: dict[str, Any] | None = None) -> Settings:
     """The process's ``LSMT_*`` settings with the application's ``overrides``."""
     return Settings(**(overrides or {}))
+
+
+def largest_engine_bytes(served: ServedBundle, settings: Settings) -> int:
+    """The bytes of the engine of the bundle's route with the most module bytes, built here
+    and dropped: the size a translator's budget is counted in (for sizing budgets before
+    deploying; a replica measures it on its own at start)."""
+    route = max(served.routes, key=served.route_bytes)
+    translator, nbytes = default_loader(served.bundle, *route, settings)
+    translator.unload_model()
+    return int(nbytes)
 
 
 def max_engines(budget: int, engine_bytes: int) -> int:

@@ -18,7 +18,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from ray import serve
 
 from server.bundles import load_served_bundle
-from server.cluster import build_app
+from server.cluster import build_app, largest_engine_bytes
+from server.settings import Settings
 
 pytestmark = pytest.mark.integration
 
@@ -57,9 +58,10 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def cluster(tiny_bundle):
-    # Two of the tiny bundle's three engines per replica: three keys need both replicas.
+    # Two engines per replica (as the translators measure them): the tiny bundle's three
+    # keys need both replicas.
     served = load_served_bundle(tiny_bundle)
-    budget = 2 * max(served.route_bytes(r) for r in served.routes) + 1
+    budget = 2 * largest_engine_bytes(served, Settings(device="cpu")) + 1
     settings = {**SETTINGS, "bundles": [str(tiny_bundle)], "device_budget_bytes": budget}
     ray.init(num_cpus=2, include_dashboard=False, object_store_memory=100 * 2**20)
     port = _free_port()
@@ -130,6 +132,10 @@ def test_metrics_are_one_view_over_every_replica(cluster):
         time.sleep(1)
     names = [f.name for f in families]
     assert len(names) == len(set(names))  # merged: one family per metric
+    per_replica: dict[str, int] = {}
+    for replica, _ in resident:
+        per_replica[replica] = per_replica.get(replica, 0) + 1
+    assert max(per_replica.values()) <= 2  # the budget: two engines a replica
     replicas = {s.labels.get("replica") for s in samples}
     assert set(held.values()) <= replicas and any(r.startswith("Ingress#") for r in replicas)
     loads = {
