@@ -1,6 +1,7 @@
-"""Translation service: validation, detection, preparation, batching, rejoining.
+"""Translation service: validation, detection, preparation, decoding, rejoining.
 
-Used by ``/v1/translate``, the LibreTranslate endpoints and the warm-up. It fails with the
+Decoding goes through ``server.decoders`` (this process's engines, or the cluster's). Used by
+``/v1/translate``, the LibreTranslate endpoints and the warm-up. It fails with the
 kinds of ``server.failures`` (no HTTP status here: ``server.errors`` maps them).
 """
 
@@ -383,15 +384,9 @@ class TranslationService:
             groups.setdefault(key, (sentence.served, sentence.route, []))[2].append(sentence)
         if not groups:
             return {}
+        calls = [(served, route, [m.pieces for m in ms]) for served, route, ms in groups.values()]
         results = await decode_all(
-            self.decoders,
-            [
-                (served, route, [m.pieces for m in members])
-                for served, route, members in groups.values()
-            ],
-            decode,
-            client,
-            deadline - time.monotonic(),
+            self.decoders, calls, decode, client, deadline - time.monotonic()
         )
         hypotheses: SentenceHypotheses = {}
         for (_, _, members), found in zip(groups.values(), results, strict=True):
