@@ -4,7 +4,7 @@ round-robin with an express lane for short requests (``express``: ``fair`` and
 ``LSMT_EXPRESS_BATCH_SIZE``, ``--express``).
 
     python -m loadtests.bench_fair [--bundle models/default] [--route en-es] [--heavy 8]
-                                   [--small 20] [--rounds 2] [--express 1]
+                                   [--small 20] [--rounds 2] [--express 1] [--small-rate R]
                                    [--out runs/bench_fair] [--quick]
 
 For each round and policy (policies alternate, so all see the same machine state) a real
@@ -27,6 +27,7 @@ import argparse
 import statistics
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -56,6 +57,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument(
         "--express", type=int, default=1, help="the express policy's LSMT_EXPRESS_BATCH_SIZE"
+    )
+    p.add_argument(
+        "--small-rate",
+        type=float,
+        default=0.0,
+        help="small requests per second beside the heavy ones, sent on time (open loop); "
+        "0: one after the other (closed loop: a policy that answers faster sends more)",
     )
     p.add_argument(
         "--quick", action="store_true", help="2 heavy clients of 2 paragraphs, 4 small, 1 round"
@@ -142,6 +150,35 @@ def small_latencies(url: str, body: dict, n: int, key: str, window_s: float = 0.
     return out
 
 
+def paced_latencies(url: str, body: dict, rate: float, window_s: float, key: str) -> list[float]:
+    """One-sentence requests sent at ``rate`` per second for ``window_s``, each on time
+    whether or not the ones before were answered (an open loop: every policy gets the same
+    small traffic, however fast it answers)."""
+    out: list[float] = []
+    errors: list[str] = []
+    n = max(1, round(rate * window_s))
+
+    def send(client: httpx.Client) -> None:
+        t0 = time.perf_counter()
+        r = client.post("/v1/translate", json=body)
+        out.append(time.perf_counter() - t0)
+        if r.status_code != 200:
+            errors.append(f"{r.status_code}: {r.text[:200]}")
+
+    limits = httpx.Limits(max_connections=n)
+    with (
+        httpx.Client(base_url=url, timeout=600, headers={"X-API-Key": key}, limits=limits) as c,
+        ThreadPoolExecutor(n) as pool,
+    ):
+        start = time.perf_counter()
+        for i in range(n):
+            time.sleep(max(0.0, start + i / rate - time.perf_counter()))
+            pool.submit(send, c)
+    if errors:
+        raise RuntimeError(f"small requests failed: {errors[:3]}")
+    return out
+
+
 def measure_policy(args: argparse.Namespace, policy: str) -> dict:
     """Alone, then beside the heavy clients, on a fresh server with ``policy``."""
     src, tgt = args.route.split("-")
@@ -166,7 +203,10 @@ def measure_policy(args: argparse.Namespace, policy: str) -> dict:
         with HeavyClients(server.url, heavy, keys[:-1]) as clients:
             time.sleep(2.0)  # every heavy client has a request in flight
             start, before = time.perf_counter(), clients.sentences
-            beside = small_latencies(server.url, small, args.small, "small", args.window)
+            if args.small_rate:
+                beside = paced_latencies(server.url, small, args.small_rate, args.window, "small")
+            else:
+                beside = small_latencies(server.url, small, args.small, "small", args.window)
             window = time.perf_counter() - start
             throughput = (clients.sentences - before) / window
         errors = clients.errors
