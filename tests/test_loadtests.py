@@ -166,12 +166,13 @@ def test_fair_share_benchmark_quick(tmp_path):
     from loadtests import bench_fair
 
     out = tmp_path / "fair"
-    result = bench_fair.main(["--quick", "--out", str(out)])
+    result = bench_fair.main(["--quick", "--small-rate", "4", "--out", str(out)])
     saved = json.loads((out / "fair_share.json").read_text())
     assert [r["policy"] for r in saved["rows"]] == ["fifo", "fair", "express"]
     for row in saved["rows"]:
         assert row["heavy_errors"] == 0 and row["heavy_sentences_per_s"] > 0, row
         assert 0 < row["alone_p50_s"] <= row["alone_p95_s"], row
+        assert row["small_requests_beside"] == 4, row  # sent on time: 4 a second for 1 s
     assert set(result["over_fifo"]) == {"fair", "express"}
     assert set(result["over_fifo"]["express"]) == {"small_p95_beside", "heavy_throughput"}
     with open(out / "fair_share.csv") as f:
