@@ -13,8 +13,9 @@ For each round and policy (policies alternate, so all see the same machine state
 - alone: ``--small`` one-sentence requests, one after the other;
 - beside: ``--heavy`` clients each keep one request of 16 paragraphs (16 texts of four
   NTREX-128 news sentences each) in flight, and the same one-sentence requests are sent among
-  them for ``--window`` seconds (at least ``--small`` of them); the heavy clients' translated
-  sentences per second are counted over the same window.
+  them for ``--window`` seconds: one after the other (at least ``--small`` of them), or with
+  ``--small-rate R`` R a second, each on time (open loop: every policy gets the same small
+  traffic); the heavy clients' translated sentences per second are counted over the window.
 
 Printed and saved (JSON, CSV, PNG): per policy the p50/p95 latency of the small requests alone
 and beside the heavy ones, their ratio (issue 27's aim: within 3x of alone), and the heavy
