@@ -8,8 +8,8 @@ batch, from jobs with the same decoding options as the oldest one, up to ``max_b
 source tokens and ``max_batch_size`` sentences (:func:`select_sentences`), and runs one
 ``translate_batch`` in a worker thread (CTranslate2 releases the GIL). Up to
 ``inter_threads`` batches of one engine run at once (one more with the express lane, below). A
-large job may be spread over several
-batches; its future resolves when all its sentences are done.
+large job may be spread over several batches; its future resolves when all its sentences are
+done.
 
 Filling is fair by default (``batch_policy``): sentences are taken round-robin across
 clients (a job's ``owner``: its API key, else its address) and, within a client, across its
