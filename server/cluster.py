@@ -59,7 +59,6 @@ class DecodeRequest:
     """One engine's sentences of one request, as the ingress sends them to a translator."""
 
     key: str
-    route: Route
     sources: list[list[str]]
     options: DecodeOptions
     client: str
@@ -88,12 +87,21 @@ def make_settings(overrides: dict[str, Any] | None = None) -> Settings:
     return Settings(**(overrides or {}))
 
 
+def largest_route(bundles: list[ServedBundle]) -> tuple[ServedBundle, Route] | None:
+    """The route with the most module bytes: its engine is what a budget is counted in."""
+    routes = [(b.route_bytes(r), b, r) for b in bundles for r in b.routes]
+    if not routes:
+        return None
+    _, served, route = max(routes, key=lambda x: x[0])
+    return served, route
+
+
 def largest_engine_bytes(served: ServedBundle, settings: Settings) -> int:
-    """The bytes of the engine of the bundle's route with the most module bytes, built here
-    and dropped: the size a translator's budget is counted in (for sizing budgets before
-    deploying; a replica measures it on its own at start)."""
-    route = max(served.routes, key=served.route_bytes)
-    translator, nbytes = default_loader(served.bundle, *route, settings)
+    """The bytes of the bundle's largest engine (``largest_route``), built here and dropped:
+    for sizing budgets before deploying (a replica measures it on its own at start)."""
+    found = largest_route([served])
+    assert found is not None, "a bundle has routes"
+    translator, nbytes = default_loader(served.bundle, *found[1], settings)
     translator.unload_model()
     return int(nbytes)
 
@@ -152,15 +160,15 @@ class Translator:
         """The bytes of the engine of the route with the most module bytes, loaded once at
         start (the replica's warm-up: it stays until the budget needs its room); that route's
         module bytes when it cannot load (its requests will answer why)."""
-        routes = [(b.route_bytes(r), b, r) for b in self.bundles for r in b.routes]
-        if not routes:
+        found = largest_route(self.bundles)
+        if found is None:
             return 0
-        module_bytes, served, route = max(routes, key=lambda x: x[0])
+        served, route = found
         try:
             engine = await self.registry.acquire(served, route)
         except EngineUnavailable as exc:
             log.warning("sizing engine %s did not load: %s", exc.key, exc.reason)
-            return module_bytes
+            return served.route_bytes(route)
         self.registry.release(engine)
         return engine.nbytes
 
@@ -233,8 +241,6 @@ class HeldEngine:
     and drops the engine: Serve's view of the replica's keys and the registry's stay one."""
 
     def __init__(self, registry: EngineRegistry, served: ServedBundle, route: Route) -> None:
-        self.key = served.engine_key(*route)
-
         async def retire() -> None:
             await registry.retire(served, route)
 
@@ -265,7 +271,7 @@ class ClusterDecoders:
         client: str,
     ) -> list[list[Hypothesis]]:
         key = served.engine_key(*route)
-        request = DecodeRequest(key, route, sources, options, client)
+        request = DecodeRequest(key, sources, options, client)
         handle = self.translator
         if self.multiplex:
             handle = handle.options(multiplexed_model_id=key)
