@@ -623,10 +623,11 @@ def measure_lazy(
     return LazyServer(start_s, rss_empty, rss_one, bytes_one, rows)
 
 
-def measure_eager(bundle_dir: Path, args) -> EagerServer:
-    """Start-up and memory of a server that loads every route before /readyz."""
+def measure_eager(bundle_dir: Path, args, engine_cache: Path | None = None) -> EagerServer:
+    """Start-up and memory of a server that loads every route before /readyz (from
+    ``engine_cache`` when it holds their engines, else filling it)."""
     t0 = time.perf_counter()
-    with ServerProcess([bundle_dir], _lazy_env(args, "all")) as server:
+    with ServerProcess([bundle_dir], _lazy_env(args, "all", engine_cache)) as server:
         start_s = time.perf_counter() - t0
         rss = server.rss_bytes()
         info = httpx.get(f"{server.url}/v1/models", timeout=30).json()
@@ -705,7 +706,36 @@ def lazy_table(lazy: LazyServer, eager: EagerServer, src: str) -> list[dict]:
             "ratio": eager.start_s / lazy.start_s,
             "note": "until /readyz",
         },
+        {
+            "item": "6",
+            "comparison": "resident memory after one cold route / process + engine",
+            "setting": f"{src}-{rows[0]['route'].split('-')[1]}, nothing else loaded",
+            "candidate": "after the route",
+            "baseline": "empty process + engine bytes",
+            "unit": "MiB",
+            "candidate_value": lazy.rss_one / mib,
+            "baseline_value": (lazy.rss_empty + lazy.engine_bytes_one) / mib,
+            "ratio": lazy.rss_one / (lazy.rss_empty + lazy.engine_bytes_one),
+            "note": "1.0: no assembly leftovers",
+        },
     ]
+
+
+def eager_cache_row(eager: EagerServer, hit: EagerServer) -> dict:
+    """Every route eager from a filled engine cache (``build-engines`` or a previous start)
+    next to the same start without the cache."""
+    return {
+        "item": "6",
+        "comparison": "start-up time, eager on an engine-cache hit / without the cache",
+        "setting": f"{hit.routes} routes, {hit.engines_loaded} engines",
+        "candidate": "engine-cache hit",
+        "baseline": "no cache",
+        "unit": "s",
+        "candidate_value": hit.start_s,
+        "baseline_value": eager.start_s,
+        "ratio": hit.start_s / eager.start_s,
+        "note": "until /readyz",
+    }
 
 
 def bench_lazy(models, mode: Mode, args, log) -> dict:
@@ -719,8 +749,11 @@ def bench_lazy(models, mode: Mode, args, log) -> dict:
         log("lazy: the same with an empty engine cache, then with the filled one", flush=True)
         miss = measure_lazy(bundle_dir, args, src, targets, texts, Path(cache))
         hit = measure_lazy(bundle_dir, args, src, targets, texts, Path(cache))
-    log("lazy: server loading every route at start", flush=True)
+    log("lazy: server loading every route at start, then again with the engine cache", flush=True)
     eager = measure_eager(bundle_dir, args)
+    with tempfile.TemporaryDirectory(prefix="lsmt-engine-cache-") as cache:
+        eager_miss = measure_eager(bundle_dir, args, Path(cache))
+        eager_hit = measure_eager(bundle_dir, args, Path(cache))
     return {
         "rss_bytes": {
             "nothing_loaded": lazy.rss_empty,
@@ -730,7 +763,17 @@ def bench_lazy(models, mode: Mode, args, log) -> dict:
         "engine_bytes": {"one_route": lazy.engine_bytes_one, "all_routes": eager.engine_bytes},
         "engines_loaded_eager": eager.engines_loaded,
         "routes": eager.routes,
-        "table": lazy_table(lazy, eager, src) + cache_rows(lazy, miss, hit, src),
+        "start_s": {
+            "lazy": lazy.start_s,
+            "eager": eager.start_s,
+            "eager_cache_miss": eager_miss.start_s,
+            "eager_cache_hit": eager_hit.start_s,
+        },
+        "table": [
+            *lazy_table(lazy, eager, src),
+            *cache_rows(lazy, miss, hit, src),
+            eager_cache_row(eager, eager_hit),
+        ],
         "rows": lazy.rows,
         "cache_rows": {"miss": miss.rows, "hit": hit.rows},
     }

@@ -7,7 +7,7 @@
 # `model_export.evaluate` (int8, beam 4, as served) on NTREX-128 and the held-out package
 # documents, de<->en (trained) and de<->fr (zero-shot: no German-French pair was seen).
 #
-#   TIME_LIMIT=60 scripts/add_language_demo.sh      # train at most 60 min per arm and call
+#   TIME_LIMIT=60 scripts/add_language_demo.sh      # train at most 60 min per arm, evaluate
 #   STEPS=2 EVAL_SENTENCES=8 scripts/add_language_demo.sh   # a quick smoke run
 # Every step resumes or skips what it finds (data/add_de, runs/add_de_*), so slices add up.
 set -euo pipefail
@@ -40,8 +40,12 @@ for arm in shared own; do
     fi
     $PY -m training.train "${args[@]}" --out "$run" ${STEPS:+--max-steps "$STEPS"} \
         ${TIME_LIMIT:+--time-limit "$TIME_LIMIT"}
-    if [ -n "$TIME_LIMIT" ] && "$PY" -c "import json,sys; sys.exit(not json.load(open('$run/summary.json'))['stopped_early'])"; then
-        echo "arm $arm stopped at its time limit: run this script again to continue"; continue
+    # Evaluated after every slice (its best checkpoint so far), so a partial run is measured
+    # too; eval/summary.json says at which step.
+    step=$("$PY" -c "import json; print(json.load(open('$run/summary.json'))['step'])")
+    if [ -f "$run/eval/summary.json" ] && \
+        [ "$("$PY" -c "import json; print(json.load(open('$run/eval/summary.json'))['step'])")" = "$step" ]; then
+        echo "arm $arm: already evaluated at step $step"; continue
     fi
     bundle=$run/bundle
     rm -rf "$bundle"
@@ -56,4 +60,8 @@ for arm in shared own; do
             --out "$run/eval/$t.json"
     done
     du -sb "$SHIPPED" "$bundle" > "$run/eval/bytes.txt"
+    cp "$run/summary.json" "$run/eval/summary.json"
+    if "$PY" -c "import json,sys; sys.exit(not json.load(open('$run/summary.json'))['stopped_early'])"; then
+        echo "arm $arm stopped at its time limit (step $step): run this script again to continue"
+    fi
 done

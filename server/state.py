@@ -106,22 +106,37 @@ def warmup_plan(st: AppState) -> list[tuple[ServedBundle, Route]]:
 
 
 async def warm_up(st: AppState) -> None:
-    """Load the language-ID model and translate one short text on each planned route."""
+    """Load the language-ID model and every planned route's engine, translating one short text
+    on each engine (routes that share an engine share its warm-up and its error). Engines load
+    ``load_workers`` at a time, beside the language-ID model: an eager start with a bundle's
+    every route is as long as its engines' loads divided among the load threads."""
     svc = st.service
     assert svc is not None
-    await asyncio.to_thread(lambda: svc.detector)  # load the language-ID model off the loop
     opts = svc.validate_options(1, 0, 16)
-    for b, (src, tgt) in st.warmup_routes:
-        name = route_key((src, tgt))
-        try:
-            await svc.translate([WARMUP_TEXT], src, tgt, opts, model=b.name)
-            log.info("warm-up %s (%s) done", name, b.name)
-        except ServiceError as exc:
-            st.warmup_errors[name] = exc.message
-            log.error("warm-up %s failed: %s", name, exc.message)
-        except Exception as exc:
-            st.warmup_errors[name] = f"{type(exc).__name__}: {exc}"
-            log.exception("warm-up %s failed", name)
+    by_engine: dict[tuple[str, str], list[Route]] = {}
+    for b, route in st.warmup_routes:
+        by_engine.setdefault((b.name, b.engine_key(*route)), []).append(route)
+    slots = asyncio.Semaphore(st.settings.load_workers)
+
+    async def warm(model: str, routes: list[Route]) -> None:
+        names = [route_key(r) for r in routes]
+        async with slots:
+            try:
+                await svc.translate([WARMUP_TEXT], *routes[0], opts, model=model)
+                log.info("warm-up %s (%s) done", ", ".join(names), model)
+                return
+            except ServiceError as exc:
+                error = exc.message
+                log.error("warm-up %s failed: %s", names[0], error)
+            except Exception as exc:
+                error = f"{type(exc).__name__}: {exc}"
+                log.exception("warm-up %s failed", names[0])
+        st.warmup_errors.update(dict.fromkeys(names, error))
+
+    await asyncio.gather(
+        asyncio.to_thread(lambda: svc.detector),  # the language-ID model, off the loop
+        *(warm(model, routes) for (model, _), routes in by_engine.items()),
+    )
     st.warmup_done = True
 
 

@@ -53,6 +53,25 @@ def test_a_hit_loads_what_the_miss_built(bundle_dir, tmp_path):
     assert other != engine_key(bundle, *ROUTE, "int8") != engine_key(bundle, *ROUTE, "float32")
 
 
+def test_engines_built_in_memory_are_opened_from_a_temporary_directory(
+    bundle_dir, tmp_path, monkeypatch
+):
+    """The server's loader opens a miss's files from disk (a CTranslate2 model opened from
+    memory keeps a copy of its files): the same engine, and nothing left behind."""
+    import tempfile
+
+    from lsmt_bundle.engines import open_engine_on_disk, route_engine_files
+
+    files = route_engine_files(load_bundle(bundle_dir), *ROUTE, "int8")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    engine, nbytes = open_engine_on_disk(files, compute_type="int8")
+    assert nbytes == len(files["model.bin"]) and list((tmp_path / "tmp").iterdir()) == []
+    results = engine.translate_batch([["<2fr>", *s] for s in SOURCES], beam_size=2,
+                                     max_decoding_length=10, return_scores=True)  # fmt: skip
+    assert [(r.hypotheses[0], round(r.scores[0], 4)) for r in results] == translate(files)
+
+
 def test_a_module_changed_on_disk_is_never_served_stale(bundle_dir, tmp_path):
     cache = EngineCache(tmp_path / "cache", 1 << 30)
     cached_engine_files(cache, load_bundle(bundle_dir), *ROUTE, "int8")

@@ -64,6 +64,8 @@ def test_bench_quick_writes_every_ratio(quick_models, tmp_path):
     lazy = result["lazy"]
     assert lazy["engines_loaded_eager"] == len(bench.QUICK.sizes.languages)
     assert lazy["rss_bytes"]["all_routes"] > 0
+    assert set(lazy["start_s"]) == {"lazy", "eager", "eager_cache_miss", "eager_cache_hit"}
+    assert all(s > 0 for s in lazy["start_s"].values())
     with open(out / "results.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert {r["part"] for r in rows} == {"engines", "server", "lazy"}

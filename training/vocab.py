@@ -220,16 +220,6 @@ class TargetVocabularies:
             "ids": {lang: list(map(int, ids)) for lang, ids in self.ids.items()},
         }
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any], model_proto: bytes) -> TargetVocabularies:
-        return cls(
-            model_proto,
-            {lang: list(ids) for lang, ids in data["ids"].items()},
-            int(data["min_count"]),
-            int(data["max_size"]),
-            bool(data.get("filter_training", True)),
-        )
-
     # -- encoding -------------------------------------------------------------------------------
     def pieces(self, lang: str) -> set[str]:
         sp = self.processor(lang)

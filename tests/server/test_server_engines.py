@@ -119,6 +119,45 @@ def test_corrupt_module_fails_that_key_only(make_server, bundle_copy, tiny_bundl
         assert c.get("/readyz").json()["status"] == "ready"
 
 
+def test_eager_warmup_loads_each_engine_once_in_parallel(make_server, bundle_copy):
+    """Every route eager: one load per engine (routes into a language share its engine),
+    ``load_workers`` at a time; a damaged engine fails each of its routes, and only those."""
+    from server.engines import default_loader
+
+    _corrupt(bundle_copy, "de")
+    calls, running, peak = [], [0], [0]
+    lock = threading.Lock()
+
+    def counting_loader(bundle, src, tgt, settings):
+        with lock:
+            calls.append((src, tgt))
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        try:
+            time.sleep(0.3)  # loads overlap when they run at once
+            return default_loader(bundle, src, tgt, settings)
+        finally:
+            with lock:
+                running[0] -= 1
+
+    srv = make_server(
+        bundle_dirs=[bundle_copy], loader=counting_loader, warmup_routes=["all"], load_workers=2
+    )
+    body = srv.wait_ready()
+    routes = [f"{s}-{t}" for s, t in srv.state.bundles[0].routes]
+    assert sorted(body["warmup"]["routes"]) == sorted(routes) and body["warmup"]["done"]
+    keys = srv.state.bundles[0].engine_keys
+    assert len(calls) == len(keys) < len(routes), calls
+    assert peak[0] == 2
+    into_de = sorted(r for r in routes if r.endswith("-de"))
+    assert sorted(body["warmup"]["errors"]) == into_de
+    assert "tgt/de" in body["warmup"]["errors"][into_de[0]]
+    assert body["status"] == "not_ready"
+    with srv.client() as c:
+        models = {e["key"]: e["state"] for e in c.get("/v1/models").json()["engines"]}
+    assert {k: s for k, s in models.items() if s != "loaded"} == {"tiny:shared+tgt/de": "failed"}
+
+
 def test_failed_warmup_makes_server_not_ready(make_server, bundle_copy):
     _corrupt(bundle_copy, "de")
     srv = make_server(bundle_dirs=[bundle_copy], warmup_routes=["en-de"])
