@@ -19,7 +19,9 @@ For each round and policy (policies alternate, so all see the same machine state
 
 Printed and saved (JSON, CSV, PNG): per policy the p50/p95 latency of the small requests alone
 and beside the heavy ones, their ratio (issue 27's aim: within 3x of alone), and the heavy
-throughput, with the ratios of each policy to fifo measured side by side in the run.
+throughput, with the ratios of each policy to fifo measured side by side in the run; and where
+the small requests' time went beside the heavy ones (their ``Server-Timing`` stages, median and
+over the slowest 5 %, and the time outside the server).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import statistics
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -38,6 +41,7 @@ from .server_process import ROOT, ServerProcess
 
 NTREX = ROOT / "training" / "data" / "ntrex128" / "newstest2019-src.eng.txt"
 POLICIES = ("fifo", "fair", "express")
+STAGES = ("tokenize", "queue", "decode", "detokenize")  # server.timing's, without total
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -136,47 +140,75 @@ class HeavyClients:
             t.join()
 
 
-def small_latencies(url: str, body: dict, n: int, key: str, window_s: float = 0.0) -> list[float]:
+@dataclass
+class Sample:
+    """One small request: its latency at the client, and its server's stage times
+    (``Server-Timing``: tokenize, queue, decode, detokenize, total)."""
+
+    seconds: float
+    stages: dict[str, float]
+
+
+def _sample(client: httpx.Client, body: dict) -> Sample:
+    t0 = time.perf_counter()
+    r = client.post("/v1/translate", json=body)
+    seconds = time.perf_counter() - t0
+    if r.status_code != 200:
+        raise RuntimeError(f"small request answered {r.status_code}: {r.text[:200]}")
+    stages = {}
+    for part in r.headers.get("server-timing", "").split(","):
+        name, _, dur = part.strip().partition(";dur=")
+        if dur:
+            stages[name] = float(dur) / 1000
+    return Sample(seconds, stages)
+
+
+def small_samples(url: str, body: dict, n: int, key: str, window_s: float = 0.0) -> list[Sample]:
     """One-sentence requests one after the other: at least ``n``, and until ``window_s`` has
     passed."""
-    out: list[float] = []
+    out: list[Sample] = []
     started = time.perf_counter()
     with httpx.Client(base_url=url, timeout=600, headers={"X-API-Key": key}) as client:
         while len(out) < n or time.perf_counter() - started < window_s:
-            t0 = time.perf_counter()
-            r = client.post("/v1/translate", json=body)
-            out.append(time.perf_counter() - t0)
-            if r.status_code != 200:
-                raise RuntimeError(f"small request answered {r.status_code}: {r.text[:200]}")
+            out.append(_sample(client, body))
     return out
 
 
-def paced_latencies(url: str, body: dict, rate: float, window_s: float, key: str) -> list[float]:
+def paced_samples(url: str, body: dict, rate: float, window_s: float, key: str) -> list[Sample]:
     """One-sentence requests sent at ``rate`` per second for ``window_s``, each on time
     whether or not the ones before were answered (an open loop: every policy gets the same
     small traffic, however fast it answers)."""
-    out: list[float] = []
-    errors: list[str] = []
     n = max(1, round(rate * window_s))
-
-    def send(client: httpx.Client) -> None:
-        t0 = time.perf_counter()
-        r = client.post("/v1/translate", json=body)
-        out.append(time.perf_counter() - t0)
-        if r.status_code != 200:
-            errors.append(f"{r.status_code}: {r.text[:200]}")
-
     limits = httpx.Limits(max_connections=n)
     with (
         httpx.Client(base_url=url, timeout=600, headers={"X-API-Key": key}, limits=limits) as c,
         ThreadPoolExecutor(n) as pool,
     ):
         start = time.perf_counter()
+        futures = []
         for i in range(n):
             time.sleep(max(0.0, start + i / rate - time.perf_counter()))
-            pool.submit(send, c)
-    if errors:
-        raise RuntimeError(f"small requests failed: {errors[:3]}")
+            futures.append(pool.submit(_sample, c, body))
+        return [f.result() for f in futures]
+
+
+def stage_split(samples: list[Sample]) -> dict[str, float]:
+    """Where the small requests' time went: each stage's median (``median_<stage>_s``), and
+    its mean over the slowest 5 % of the requests (``tail_<stage>_s``); ``outside`` is the
+    client's latency less the server's total (HTTP, the event loop before the request is
+    read, the answer's transfer)."""
+
+    def stages(s: Sample) -> dict[str, float]:
+        inside = {k: s.stages.get(k, 0.0) for k in STAGES}
+        return {**inside, "outside": s.seconds - s.stages.get("total", 0.0)}
+
+    cut = percentile([s.seconds for s in samples], 0.95)
+    tail = [stages(s) for s in samples if s.seconds >= cut]
+    every = [stages(s) for s in samples]
+    out = {}
+    for k in (*STAGES, "outside"):
+        out[f"median_{k}_s"] = statistics.median(x[k] for x in every)
+        out[f"tail_{k}_s"] = statistics.fmean(x[k] for x in tail)
     return out
 
 
@@ -199,15 +231,15 @@ def measure_policy(args: argparse.Namespace, policy: str) -> dict:
         {"text": d, "source": src, "target": tgt} for d in documents(args.heavy, args.paragraphs)
     ]
     with ServerProcess([args.bundle], env) as server:
-        small_latencies(server.url, small, 2, "small")  # warm
-        alone = small_latencies(server.url, small, args.small, "small")
+        small_samples(server.url, small, 2, "small")  # warm
+        alone = [x.seconds for x in small_samples(server.url, small, args.small, "small")]
         with HeavyClients(server.url, heavy, keys[:-1]) as clients:
             time.sleep(2.0)  # every heavy client has a request in flight
             start, before = time.perf_counter(), clients.sentences
             if args.small_rate:
-                beside = paced_latencies(server.url, small, args.small_rate, args.window, "small")
+                samples = paced_samples(server.url, small, args.small_rate, args.window, "small")
             else:
-                beside = small_latencies(server.url, small, args.small, "small", args.window)
+                samples = small_samples(server.url, small, args.small, "small", args.window)
             window = time.perf_counter() - start
             throughput = (clients.sentences - before) / window
         errors = clients.errors
@@ -216,6 +248,7 @@ def measure_policy(args: argparse.Namespace, policy: str) -> dict:
             f"{policy}: the heavy clients got {errors} errors and no answer in the window: "
             "the measurement would mean nothing"
         )
+    beside = [x.seconds for x in samples]
     return {
         "policy": policy,
         "alone_p50_s": statistics.median(alone),
@@ -227,6 +260,7 @@ def measure_policy(args: argparse.Namespace, policy: str) -> dict:
         "heavy_errors": errors,
         "window_s": window,
         "small_requests_beside": len(beside),
+        **{f"beside_{k}": v for k, v in stage_split(samples).items()},
     }
 
 
@@ -290,6 +324,12 @@ def main(argv: list[str] | None = None) -> dict:
                 "sentences/s",
                 flush=True,
             )
+            ms = {k: v * 1000 for k, v in row.items() if k.startswith("beside_")}
+            split = ", ".join(
+                f"{k} {ms[f'beside_median_{k}_s']:.0f}/{ms[f'beside_tail_{k}_s']:.0f}"
+                for k in (*STAGES, "outside")
+            )
+            print(f"  small beside heavy, ms median/slowest 5 %: {split}", flush=True)
     summary = summarize([{k: v for k, v in row.items() if k != "round"} for row in rows])
     result = {"settings": {k: str(v) for k, v in vars(args).items()}, "rows": rows, **summary}
     write_results(args.out, result, rows, name="fair_share")

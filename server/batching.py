@@ -86,6 +86,8 @@ class Job:
     next_index: int = 0  # first sentence not yet given to a batch
     done_count: int = 0
     started: bool = False
+    started_at: float = 0.0  # its first sentence taken into a batch
+    finished_at: float = 0.0  # its last sentence translated
     cancelled: bool = False
     owner: str = ""  # who sent it (fair batching): an API key's digest or a client address
 
@@ -337,6 +339,7 @@ class Batcher:
         for job in dict.fromkeys(job for job, _ in items):
             if not job.started:
                 job.started = True
+                job.started_at = now
                 self.metrics.stage_latency.labels("queue_wait").observe(now - job.enqueued_at)
         self._prune()
         if not items:
@@ -396,5 +399,6 @@ class Batcher:
             job.results[i] = hyps
             job.done_count += 1
             if job.done_count == len(job.sources) and not job.future.done():
+                job.finished_at = time.perf_counter()
                 job.future.set_result([r for r in job.results if r is not None])  # all set
         self.metrics.tokens.labels("output").inc(out_tokens)

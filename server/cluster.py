@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,6 +45,7 @@ from .engines import EngineRegistry, EngineUnavailable, default_loader
 from .metrics import Metrics
 from .settings import Settings
 from .state import AppState
+from .timing import record_longest
 
 log = logging.getLogger("server.cluster")
 
@@ -275,6 +277,7 @@ class ClusterDecoders:
         handle = self.translator
         if self.multiplex:
             handle = handle.options(multiplexed_model_id=key)
+        t0 = time.perf_counter()
         for attempt in range(REPLICA_FAILURE_TRIES):
             response = handle.remote(request)
             try:
@@ -292,6 +295,7 @@ class ClusterDecoders:
                         REPLICA_FAILURE_RETRY_AFTER_S,
                     ) from None
                 await asyncio.sleep(REPLICA_FAILURE_PAUSE_S)
+        record_longest("decode", time.perf_counter() - t0)  # the replica's queue included
         served_by = SERVED_BY.get()
         if served_by is not None:
             served_by.add(reply.replica)

@@ -22,6 +22,7 @@ from .bundles import ServedBundle
 from .engines import EngineRegistry
 from .metrics import Metrics
 from .settings import Settings
+from .timing import record_longest
 
 # The replicas that decoded the current request's sentences (cluster decoders add theirs): the
 # request middleware gives each request its own set and answers it in ``X-LSMT-Replica``.
@@ -102,7 +103,7 @@ class LocalDecoders:
     ) -> list[list[Hypothesis]]:
         job = self.batcher(served, route).submit(sources, options, client)
         try:
-            return await job.future
+            hypotheses = await job.future
         except BaseException:
             # Cancelled (the request failed elsewhere, timed out or went away): its queued
             # sentences are skipped, not translated for nobody.
@@ -110,6 +111,9 @@ class LocalDecoders:
             if not job.future.done():
                 job.future.cancel()
             raise
+        record_longest("queue", job.started_at - job.enqueued_at)
+        record_longest("decode", job.finished_at - job.started_at)
+        return hypotheses
 
     async def close(self) -> None:
         for b in self.batchers.values():

@@ -25,6 +25,7 @@ from .errors import (
     too_large_body,
 )
 from .state import AppState
+from .timing import STAGE_SECONDS, server_timing
 
 log = logging.getLogger("server")
 
@@ -102,6 +103,8 @@ class _Exchange:
         self.status = 500  # until the app starts a response
         self.started = False
         self.replicas: set[str] = set()  # cluster replicas that decoded for it (SERVED_BY)
+        self.t0 = time.perf_counter()
+        self.stage_seconds: dict[str, float] = {}  # server.timing's stages
 
     async def send(self, message: Message) -> None:
         """The ``send`` the app sees."""
@@ -113,6 +116,9 @@ class _Exchange:
                 hdrs.append((b"x-request-id", self.rid.encode()))
             if self.replicas:
                 hdrs.append((b"x-lsmt-replica", ",".join(sorted(self.replicas)).encode()))
+            if self.stage_seconds:
+                total = time.perf_counter() - self.t0
+                hdrs.append((b"server-timing", server_timing(self.stage_seconds, total)))
             message = {**message, "headers": hdrs}
         elif message["type"] == "http.response.body" and not message.get("more_body"):
             self.watch.response_done = True
@@ -147,6 +153,7 @@ class RequestContextMiddleware:
         assert task is not None  # ASGI apps run in a task
         ex = _Exchange(scope.get("path", ""), rid, send, _DisconnectWatch(receive, task))
         SERVED_BY.set(ex.replicas)
+        STAGE_SECONDS.set(ex.stage_seconds)
         try:
             await self._run_within_limits(scope, headers, receive, task, ex)
         except asyncio.CancelledError:

@@ -16,6 +16,7 @@ from typing import Any
 from lsmt_core.langid import LanguageDetector, SourceGuess
 from lsmt_core.routes import Route, route_key
 
+from . import timing
 from .batching import DecodeOptions, Hypothesis, QueueFull, ShuttingDown
 from .bundles import ServedBundle, language_name
 from .decoders import Decoders, decode_all
@@ -292,7 +293,9 @@ class TranslationService:
             raise self._timeout() from None
         finally:
             stop.set()
-        self.metrics.stage_latency.labels("tokenize").observe(time.perf_counter() - t0)
+        seconds = time.perf_counter() - t0
+        timing.record("tokenize", seconds)
+        self.metrics.stage_latency.labels("tokenize").observe(seconds)
         return plans
 
     def _plan(
@@ -502,7 +505,9 @@ class TranslationService:
                     ordered(text_flags),
                 )
             )
-        self.metrics.stage_latency.labels("detokenize").observe(time.perf_counter() - t1)
+        seconds = time.perf_counter() - t1
+        timing.record("detokenize", seconds)
+        self.metrics.stage_latency.labels("detokenize").observe(seconds)
         return out
 
     def _queue_full(self) -> Busy:

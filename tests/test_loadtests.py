@@ -175,6 +175,8 @@ def test_fair_share_benchmark_quick(tmp_path):
         assert row["heavy_errors"] == 0 and row["heavy_sentences_per_s"] > 0, row
         assert 0 < row["alone_p50_s"] <= row["alone_p95_s"], row
         assert row["small_requests_beside"] == 4, row  # sent on time: 4 a second for 1 s
+        # the server's stages (Server-Timing) were read: a sentence was decoded
+        assert row["beside_median_decode_s"] > 0 and row["beside_tail_decode_s"] > 0, row
     assert set(result["over_fifo"]) == {"fair", "express"}
     assert set(result["over_fifo"]["express"]) == {"small_p95_beside", "heavy_throughput"}
     with open(out / "fair_share.csv") as f:

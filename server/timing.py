@@ -1,0 +1,38 @@
+"""Where one request's time went, answered in its ``Server-Timing`` header (W3C Server Timing;
+browsers' developer tools show it): ``tokenize`` (splitting and SentencePiece),
+``queue`` (until its first sentence was in a batch), ``decode`` (from then until its last
+sentence was translated, an engine load included), ``detokenize``, and ``total`` (the
+request inside the server, until its answer starts). A request decoded on several engines at
+once reports the longest ``queue`` and ``decode``; on the cluster's ingress ``decode`` is the
+call to the translator replica (its queue included). The Prometheus stage histograms hold the
+same stages over all requests; this says which stage a slow request lost its time in.
+"""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+
+# The current request's stage seconds: the request middleware gives each request its own dict
+# (tasks started for the request, such as one decode per engine, share it).
+STAGE_SECONDS: ContextVar[dict[str, float] | None] = ContextVar("lsmt_stage_seconds", default=None)
+
+
+def record(stage: str, seconds: float) -> None:
+    """Add ``seconds`` to ``stage`` of the current request (outside a request: nothing)."""
+    times = STAGE_SECONDS.get()
+    if times is not None:
+        times[stage] = times.get(stage, 0.0) + seconds
+
+
+def record_longest(stage: str, seconds: float) -> None:
+    """``stage`` of the current request is the longest of the values recorded (stages that
+    run at once, one per engine)."""
+    times = STAGE_SECONDS.get()
+    if times is not None:
+        times[stage] = max(times.get(stage, 0.0), seconds)
+
+
+def server_timing(times: dict[str, float], total_s: float) -> bytes:
+    """The header's value: each stage, then ``total``, in milliseconds."""
+    stages = [*times.items(), ("total", total_s)]
+    return ", ".join(f"{name};dur={s * 1000:.1f}" for name, s in stages).encode()
