@@ -42,6 +42,7 @@ from .server_process import ROOT, ServerProcess
 NTREX = ROOT / "training" / "data" / "ntrex128" / "newstest2019-src.eng.txt"
 POLICIES = ("fifo", "fair", "express")
 STAGES = ("tokenize", "queue", "decode", "detokenize")  # server.timing's, without total
+SPLIT = (*STAGES, "between", "outside")  # a small request's latency, whole
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -194,19 +195,21 @@ def paced_samples(url: str, body: dict, rate: float, window_s: float, key: str) 
 
 def stage_split(samples: list[Sample]) -> dict[str, float]:
     """Where the small requests' time went: each stage's median (``median_<stage>_s``), and
-    its mean over the slowest 5 % of the requests (``tail_<stage>_s``); ``outside`` is the
-    client's latency less the server's total (HTTP, the event loop before the request is
-    read, the answer's transfer)."""
+    its mean over the slowest 5 % of the requests (``tail_<stage>_s``); ``between`` is the
+    server's total less its stages (validation, detection, waiting for the event loop between
+    them), ``outside`` the client's latency less the server's total (HTTP, the event loop
+    before the request is read, the answer's transfer)."""
 
     def stages(s: Sample) -> dict[str, float]:
         inside = {k: s.stages.get(k, 0.0) for k in STAGES}
-        return {**inside, "outside": s.seconds - s.stages.get("total", 0.0)}
+        total = s.stages.get("total", 0.0)
+        return {**inside, "between": total - sum(inside.values()), "outside": s.seconds - total}
 
     cut = percentile([s.seconds for s in samples], 0.95)
     tail = [stages(s) for s in samples if s.seconds >= cut]
     every = [stages(s) for s in samples]
     out = {}
-    for k in (*STAGES, "outside"):
+    for k in SPLIT:
         out[f"median_{k}_s"] = statistics.median(x[k] for x in every)
         out[f"tail_{k}_s"] = statistics.fmean(x[k] for x in tail)
     return out
@@ -327,7 +330,7 @@ def main(argv: list[str] | None = None) -> dict:
             ms = {k: v * 1000 for k, v in row.items() if k.startswith("beside_")}
             split = ", ".join(
                 f"{k} {ms[f'beside_median_{k}_s']:.0f}/{ms[f'beside_tail_{k}_s']:.0f}"
-                for k in (*STAGES, "outside")
+                for k in SPLIT
             )
             print(f"  small beside heavy, ms median/slowest 5 %: {split}", flush=True)
     summary = summarize([{k: v for k, v in row.items() if k != "round"} for row in rows])
