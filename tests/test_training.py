@@ -461,3 +461,30 @@ def test_hybrid_run_from_a_transformer_trains_and_exports_a_hybrid_bundle(
     assert export_main(["--checkpoint", str(out), "--which", "last", "--out", str(bundle)]) == 0
     architecture = load_bundle(bundle).manifest.architecture
     assert (architecture.decoder_kind, architecture.lstm_hidden_size) == ("lstm", 32)
+
+
+def test_the_curve_plot_shows_each_test_set_beside_its_copy_baseline():
+    """metrics.png's chrF panel: dev and every in-loop test set, each with its copy baseline
+    (a test set evaluated only from some step on starts there)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from training.plots import _chrf_curves
+
+    evals = [
+        {"step": 100, "dev_chrf": 20.0, "copy_chrf": 10.0,
+         "testsets": {"acts": {"chrf": 30.0, "copy_chrf": 8.0}}},
+        {"step": 200, "dev_chrf": 25.0, "copy_chrf": 10.0,
+         "testsets": {"acts": {"chrf": 31.0, "copy_chrf": 8.0},
+                      "ntrex": {"chrf": 15.0, "copy_chrf": 12.0}}},
+    ]  # fmt: skip
+    fig, ax = plt.subplots()
+    _chrf_curves(ax, evals)
+    lines = {line.get_label(): list(line.get_ydata()) for line in ax.get_lines()}
+    plt.close(fig)
+    assert lines["dev"] == [20.0, 25.0] and lines["dev: copy"] == [10.0, 10.0]
+    assert lines["acts"] == [30.0, 31.0] and lines["acts: copy"] == [8.0, 8.0]
+    assert np.isnan(lines["ntrex"][0]) and lines["ntrex"][1] == 15.0
+    assert "ntrex: copy" not in lines  # no baseline where the set was not evaluated

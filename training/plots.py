@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 
 def read_metrics(path: Path | str) -> list[dict]:
@@ -24,7 +25,8 @@ def _save(fig, png: Path | str) -> Path:
 
 
 def plot_metrics(metrics: Path | str, png: Path | str, title: str | None = None) -> Path | None:
-    """Two panels: training loss/NLL per step; dev chrF (and the copy baseline) per step."""
+    """Two panels: training loss/NLL per step; chrF per step on dev and on each in-loop test
+    set (``training.eval_testsets``), each beside its copy-the-source baseline."""
     records = read_metrics(metrics)
     train = [r for r in records if r.get("kind") == "train"]
     evals = [r for r in records if r.get("kind") == "eval"]
@@ -46,26 +48,32 @@ def plot_metrics(metrics: Path | str, png: Path | str, title: str | None = None)
         ax1.grid(alpha=0.3)
         ax1.legend()
     if evals:
-        steps = [r["step"] for r in evals]
-        ax2.plot(steps, [r["dev_chrf"] for r in evals], marker="o", label="dev chrF (greedy)")
-        if all(r.get("copy_chrf") is not None for r in evals):
-            ax2.plot(
-                steps,
-                [r["copy_chrf"] for r in evals],
-                ls="--",
-                color="grey",
-                label="copy-the-source baseline",
-            )
-        ax2.set_xlabel("step")
-        ax2.set_ylabel("chrF")
-        ax2.set_title("dev chrF")
-        ax2.grid(alpha=0.3)
-        ax2.legend()
+        _chrf_curves(ax2, evals)
     else:
         ax2.set_axis_off()
     if title:
         fig.suptitle(title)
     return _save(fig, png)
+
+
+def _chrf_curves(ax: Any, evals: list[dict]) -> None:
+    """Dev and each test set's chrF, solid, with its copy baseline dashed in the same colour."""
+    steps = [r["step"] for r in evals]
+    curves = {"dev": ([r["dev_chrf"] for r in evals], [r.get("copy_chrf") for r in evals])}
+    for name in dict.fromkeys(n for r in evals for n in r.get("testsets", {})):
+        points = [r.get("testsets", {}).get(name, {}) for r in evals]
+        curves[name] = ([p.get("chrf") for p in points], [p.get("copy_chrf") for p in points])
+    for i, (name, (chrf, copy)) in enumerate(curves.items()):
+        colour = f"C{i}"
+        ax.plot(steps, [c if c is not None else float("nan") for c in chrf], marker="o",
+                ms=3, color=colour, label=name)  # fmt: skip
+        if all(c is not None for c in copy):
+            ax.plot(steps, copy, ls="--", color=colour, alpha=0.6, label=f"{name}: copy")
+    ax.set_xlabel("step")
+    ax.set_ylabel("chrF (greedy)")
+    ax.set_title("chrF, and copying the source (dashed)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
 
 
 def training_seconds(records: list[dict]) -> list[float]:
