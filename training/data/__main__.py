@@ -1,4 +1,4 @@
-"""Command line: ``python -m training.data {build,import,stats,editions,sources}``."""
+"""Command line: ``python -m training.data {build,import,stats,editions,sources,pack,unpack}``."""
 
 from __future__ import annotations
 
@@ -117,7 +117,27 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("editions", help="print the language -> edition table")
     sub.add_parser("sources", help="print the package sources: licence, languages, packages")
+
+    pk = sub.add_parser("pack", help="a built corpus in one small archive (training.data.pack)")
+    pk.add_argument("data_dir", type=Path)
+    pk.add_argument("--out", type=Path, required=True, help="the pack file to write")
+    up = sub.add_parser("unpack", help="rebuild a packed corpus, every file checked")
+    up.add_argument("pack_file", type=Path)
+    up.add_argument("--out", type=Path, required=True, help="corpus directory (new or empty)")
     return p
+
+
+def cmd_pack(args: argparse.Namespace) -> int:
+    from training.data.pack import pack, unpack
+
+    if args.command == "pack":
+        index = pack(args.data_dir, args.out)
+        size, what = args.out.stat().st_size, args.out
+    else:
+        index = unpack(args.pack_file, args.out)
+        size, what = sum(f["bytes"] for f in index["files"].values()), args.out
+    print(f"{what}: {len(index['files'])} files, {size / 2**20:.1f} MiB")
+    return 0
 
 
 def cmd_build(args: argparse.Namespace) -> int:
@@ -254,6 +274,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_stats(args)
         if args.command == "sources":
             return cmd_sources()
+        if args.command in ("pack", "unpack"):
+            return cmd_pack(args)
         return cmd_editions()
     except (CorpusFormatError, ValueError, FileExistsError, PackageError) as e:
         print(f"error: {e}", file=sys.stderr)

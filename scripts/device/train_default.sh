@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Issue 20's GPU recipe on a lent machine: the default model's dense 8-2 then LSL 8-2 stages
+# (training/recipes/default_{dense,lsl}_8-2.yaml) from scratch on the mixed corpus, with a
+# tokenizer retrained on it, then the int8 bundle, which comes back in $OUT.
+#
+# One device call runs at most 10 minutes, and a checkpoint cannot come back (the tool returns
+# 64 MiB; last.pt is 316 MB), so the script is called again and again on the same warm machine,
+# each call training CALL_MIN minutes and resuming what the last one left in runs/. The call
+# that finishes the LSL stage exports the bundle into $OUT as bundle.tar.part-* (15 MiB pieces:
+# the tool returns files of at most 16 MiB); here: cat bundle.tar.part-* | tar -x.
+#
+#   scripts/device/prepare.sh                                       # here, once
+#   device run: bash scripts/device/train_default.sh, carry [".device"], timeout_s 600
+#   DENSE_STEPS=2 LSL_STEPS=2 SET=training.eval_sentences=2 OUT=/tmp/out \
+#       PY=.venv/bin/python scripts/device/train_default.sh          # a smoke run on a CPU
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+PY=${PY:-python3}
+KIT=${KIT:-.device}
+SITE=${SITE:-/tmp/lsmt-site}
+CALL_MIN=${CALL_MIN:-8}
+# About 18 updates a second on one H100 (docs/training.md): ~7 and ~8 minutes.
+DENSE_STEPS=${DENSE_STEPS:-8000}
+LSL_STEPS=${LSL_STEPS:-9000}
+SET=${SET:-}  # more recipe overrides for both stages, e.g. training.eval_sentences=2
+DATA=data/gpu_mixed
+: "${OUT:?OUT: where the bundle goes (the device tool sets it)}"
+started=$(date +%s)
+
+if ls "$KIT"/*.whl > /dev/null 2>&1 && [ ! -f "$SITE/.installed" ]; then
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target "$SITE" "$KIT"/*.whl
+    touch "$SITE/.installed"
+fi
+[ -d "$SITE" ] && export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
+[ -f "$DATA/corpus/stats.json" ] || \
+    "$PY" -m training.data unpack "$KIT/default_mixed.lsmtpack" --out "$DATA/corpus"
+[ -f "$DATA/tokenizer/spm.model" ] || "$PY" -m training.tokenizer train \
+    --data "$DATA/corpus" --out "$DATA/tokenizer" --vocab-size 8000
+
+stage() {  # stage NAME STEPS [--set overrides]: start or resume runs/gpu_NAME within the call
+    local name=$1 steps=$2 run=runs/gpu_$1 args=()
+    shift 2
+    if [ -f "$run/summary.json" ] && \
+        "$PY" -c "import json,sys; sys.exit(json.load(open('$run/summary.json'))['step'] < $steps)"; then
+        return 0  # done in an earlier call
+    fi
+    local left
+    left=$("$PY" -c "print(max(0.5, $CALL_MIN - ($(date +%s) - $started) / 60))")
+    if [ -f "$run/last.pt" ]; then args=(--resume); else
+        # shellcheck disable=SC2086  # SET: one override per word
+        args=(--config "training/recipes/default_${name}_8-2.yaml" --set \
+            "data.dir=$DATA/corpus" "data.tokenizer=$DATA/tokenizer" "$@" $SET); fi
+    "$PY" -m training.train "${args[@]}" --out "$run" --max-steps "$steps" --time-limit "$left"
+    if "$PY" -c "import json,sys; sys.exit(not json.load(open('$run/summary.json'))['stopped_early'])"; then
+        echo "stage $name stopped at this call's time: call again"
+        exit 0
+    fi
+}
+
+stage dense "$DENSE_STEPS"
+stage lsl "$LSL_STEPS" init_from=runs/gpu_dense/best.pt
+rm -rf runs/gpu_lsl/bundle
+"$PY" -m model_export --checkpoint runs/gpu_lsl --out runs/gpu_lsl/bundle --name default \
+    --dtype int8
+mkdir -p "$OUT"
+tar -C runs/gpu_lsl -cf - bundle | split -b 15M - "$OUT/bundle.tar.part-"
+cp runs/gpu_dense/metrics.jsonl "$OUT/dense_metrics.jsonl"
+cp runs/gpu_lsl/metrics.jsonl "$OUT/lsl_metrics.jsonl"
+echo "bundle exported into $OUT"
