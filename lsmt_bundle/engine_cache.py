@@ -11,8 +11,10 @@ built from the old one is never served. Bundles without recorded digests are not
 Entries are written into a temporary directory beside them and renamed into place, so a
 reader (this process or another one on the host sharing the directory) sees a whole entry or
 none. Each entry lists its files with their sizes and SHA-256 (``contents.json``), checked on
-every hit: a corrupt or half-copied entry is removed and built again. The cache is bounded in
-bytes: after a write, the least recently used entries go (a hit marks its entry used).
+every hit (by the server while the engine loads, :func:`load_route_engine`; the engine is
+used only once the check passed): a corrupt or half-copied entry is removed and built again.
+The cache is bounded in bytes: after a write, the least recently used entries go (a hit marks
+its entry used).
 """
 
 from __future__ import annotations
@@ -22,8 +24,10 @@ import json
 import os
 import shutil
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from .bundle import Bundle
 
@@ -80,16 +84,21 @@ class EngineCache:
         self.max_bytes = max_bytes
         self.root.mkdir(parents=True, exist_ok=True)
 
-    def get(self, key: str) -> Path | None:
-        """The entry's directory, checked; None (the entry removed) when absent or damaged."""
+    def get(self, key: str, verify: bool = True) -> Path | None:
+        """The entry's directory; None (the entry removed) when absent or damaged. Checked
+        whole (every file's SHA-256), or with ``verify=False`` only its file list and sizes:
+        the caller then checks it with :meth:`intact` before using what it loads."""
         entry = self.root / key
         if not entry.is_dir():
             return None
-        if not self._intact(entry):
-            shutil.rmtree(entry, ignore_errors=True)
+        if not (self.intact(entry) if verify else _sizes_listed(entry)):
+            self.discard(key)
             return None
         os.utime(entry)  # used: the last to be evicted
         return entry
+
+    def discard(self, key: str) -> None:
+        shutil.rmtree(self.root / key, ignore_errors=True)
 
     def put(self, key: str, files: dict[str, bytes]) -> Path:
         """Store an engine's files under ``key`` (atomically), then keep within the bound."""
@@ -137,7 +146,8 @@ class EngineCache:
         return [p for p in self.root.iterdir() if p.is_dir() and not p.name.startswith(".")]
 
     @staticmethod
-    def _intact(entry: Path) -> bool:
+    def intact(entry: Path) -> bool:
+        """Whether every file the entry lists has its recorded size and SHA-256."""
         try:
             contents = json.loads((entry / CONTENTS).read_text())
             for name, want in contents.items():
@@ -147,6 +157,17 @@ class EngineCache:
         except (OSError, ValueError, KeyError, TypeError):
             return False
         return bool(contents)
+
+
+def _sizes_listed(entry: Path) -> bool:
+    """Whether the entry lists its files and each has its recorded size (no reading)."""
+    try:
+        contents = json.loads((entry / CONTENTS).read_text())
+        return bool(contents) and all(
+            (entry / name).stat().st_size == want["bytes"] for name, want in contents.items()
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
 
 
 def _entry_bytes(entry: Path) -> int:
@@ -168,3 +189,53 @@ def cached_engine_files(
     if cache_ is not None and key is not None:
         cache_.put(key, files)
     return None, files
+
+
+def load_route_engine(
+    cache_: EngineCache | None,
+    bundle: Bundle,
+    src: str,
+    tgt: str,
+    quantization: str | None,
+    **options: Any,
+) -> tuple[Any, int]:
+    """The route's engine and its weights' bytes (what the server loads): from the cache when
+    it holds it, else built, stored, and opened from the stored entry (without a cache: from a
+    temporary directory, ``open_engine_on_disk``). ``options`` are
+    :func:`lsmt_bundle.engines.open_engine`'s."""
+    from .engines import open_engine, open_engine_on_disk, route_engine_files
+
+    key = None if cache_ is None else engine_key(bundle, src, tgt, quantization)
+    if cache_ is not None and key is not None:
+        entry = cache_.get(key, verify=False)
+        if entry is not None:
+            engine = _open_checked(entry, options)
+            if engine is not None:
+                return engine
+            cache_.discard(key)
+    files = route_engine_files(bundle, src, tgt, quantization)
+    if cache_ is None or key is None:
+        return open_engine_on_disk(files, **options)
+    entry = cache_.put(key, files)
+    try:  # the files just stored: no second copy to write
+        return open_engine(entry, **options)
+    except Exception:  # the entry went in between (another process's eviction)
+        return open_engine_on_disk(files, **options)
+
+
+def _open_checked(entry: Path, options: dict[str, Any]) -> tuple[Any, int] | None:
+    """The entry's engine, loaded while its files' SHA-256 are checked in another thread (both
+    read the same files, and hashing and CTranslate2's loading release the GIL: a hit costs
+    the longer of the two, not their sum); None, the engine dropped unused, when the check
+    fails."""
+    from .engines import open_engine
+
+    with ThreadPoolExecutor(1, thread_name_prefix="lsmt-cache-check") as pool:
+        intact = pool.submit(EngineCache.intact, entry)
+        try:
+            engine = open_engine(entry, **options)
+        except Exception:
+            if intact.result():
+                raise  # a whole entry that does not load: the load's own failure
+            return None
+        return engine if intact.result() else None

@@ -52,23 +52,20 @@ def default_loader(bundle: Any, src: str, tgt: str, settings: Settings) -> tuple
     bundle): from the engine cache when it holds it, else assembled (numpy), built, and
     stored in the cache for the next cold start."""
     from lsmt_bundle.ct2 import saved_quantization
-    from lsmt_bundle.engine_cache import cached_engine_files
-    from lsmt_bundle.engines import open_engine_on_disk
+    from lsmt_bundle.engine_cache import load_route_engine
 
-    quantization = saved_quantization(settings.resolved_compute_type)
-    hit, files = cached_engine_files(engine_cache(settings), bundle, src, tgt, quantization)
-    model = hit if hit is not None else files
-    assert model is not None
-    del files
-    engine = open_engine_on_disk(
-        model,
+    engine = load_route_engine(
+        engine_cache(settings),
+        bundle,
+        src,
+        tgt,
+        saved_quantization(settings.resolved_compute_type),
         device=settings.resolved_device,
         device_index=settings.device_index,
         compute_type=settings.resolved_compute_type,
         inter_threads=settings.engine_workers,
         intra_threads=settings.resolved_intra_threads,
     )
-    del model
     return_freed_memory()
     return engine
 

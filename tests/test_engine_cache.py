@@ -143,3 +143,32 @@ def test_the_server_loader_builds_once_for_every_process(bundle_dir, tmp_path, m
     first = translator.translate_batch(sources, beam_size=1, max_decoding_length=10)
     second = again.translate_batch(sources, beam_size=1, max_decoding_length=10)
     assert [r.hypotheses for r in first] == [r.hypotheses for r in second]
+
+
+def test_the_server_loader_never_uses_an_entry_that_fails_its_check(bundle_dir, tmp_path):
+    """A hit is checked while its engine loads: an entry whose bytes changed (same sizes) is
+    not served but removed, and the engine built again and stored whole."""
+    from lsmt_bundle.engine_cache import load_route_engine
+
+    bundle = load_bundle(bundle_dir)
+    cache = EngineCache(tmp_path / "cache", 1 << 30)
+    built, nbytes = load_route_engine(cache, bundle, *ROUTE, "int8", compute_type="int8")
+    entry = cache.root / engine_key(bundle, *ROUTE, "int8")
+    model = entry / "model.bin"
+    data = bytearray(model.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    model.write_bytes(bytes(data))
+    assert cache.get(entry.name, verify=False) == entry  # sizes alone do not see it
+
+    calls = []
+    real_assemble = bundle.assemble
+    bundle.assemble = lambda *a, **k: calls.append(a) or real_assemble(*a, **k)
+    again, again_bytes = load_route_engine(cache, bundle, *ROUTE, "int8", compute_type="int8")
+    assert len(calls) == 1 and again_bytes == nbytes  # built again ...
+    assert EngineCache.intact(entry)  # ... and stored whole
+    sources = [["<2fr>", *s] for s in SOURCES]
+    first = built.translate_batch(sources, beam_size=1, max_decoding_length=10)
+    second = again.translate_batch(sources, beam_size=1, max_decoding_length=10)
+    assert [r.hypotheses for r in first] == [r.hypotheses for r in second]
+    load_route_engine(cache, bundle, *ROUTE, "int8", compute_type="int8")
+    assert len(calls) == 1  # an intact hit: loaded, not built
