@@ -92,6 +92,7 @@ class TranslationService:
         self.bundles = bundles
         self.decoders = decoders
         self._detector: LanguageDetector | None = None
+        self._detector_lock = threading.Lock()  # loaded once, whichever thread asks first
 
     # Catalogue ---------------------------------------------------------------------------
 
@@ -112,7 +113,9 @@ class TranslationService:
     @property
     def detector(self) -> LanguageDetector:
         if self._detector is None:
-            self._detector = LanguageDetector()
+            with self._detector_lock:
+                if self._detector is None:
+                    self._detector = LanguageDetector()
         return self._detector
 
     def bundle_for(self, src: str, tgt: str, model: str | None) -> ServedBundle:
