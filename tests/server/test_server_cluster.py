@@ -95,8 +95,12 @@ def test_ingress_serves_the_same_api(cluster):
 
 
 def test_a_keys_requests_stay_on_the_replica_that_loaded_it(cluster):
-    replicas = {replica_of(cluster.post(body(f"In the beginning {i}.", "de"))) for i in range(6)}
-    assert len(replicas) == 1
+    first = replica_of(cluster.post(body("In the beginning.", "de")))
+    # The replica reports the keys it holds to the router asynchronously; until the router
+    # has heard, Serve may send the key elsewhere (its multiplexing is best effort).
+    time.sleep(1.0)
+    replicas = {replica_of(cluster.post(body(f"In the beginning {i}.", "de"))) for i in range(5)}
+    assert replicas == {first}
 
 
 def test_different_keys_spread_over_replicas(cluster):
