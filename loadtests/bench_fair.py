@@ -36,6 +36,8 @@ from pathlib import Path
 
 import httpx
 
+from server.timing import parse_server_timing
+
 from .results import write_results
 from .server_process import ROOT, ServerProcess
 
@@ -156,12 +158,7 @@ def _sample(client: httpx.Client, body: dict) -> Sample:
     seconds = time.perf_counter() - t0
     if r.status_code != 200:
         raise RuntimeError(f"small request answered {r.status_code}: {r.text[:200]}")
-    stages = {}
-    for part in r.headers.get("server-timing", "").split(","):
-        name, _, dur = part.strip().partition(";dur=")
-        if dur:
-            stages[name] = float(dur) / 1000
-    return Sample(seconds, stages)
+    return Sample(seconds, parse_server_timing(r.headers.get("server-timing", "")))
 
 
 def small_samples(url: str, body: dict, n: int, key: str, window_s: float = 0.0) -> list[Sample]:

@@ -54,15 +54,13 @@ def open_engine(model: Path | dict[str, bytes], **options: Any) -> tuple[Any, in
     return ct2.open_translator(model, **options)
 
 
-def open_engine_on_disk(model: Path | dict[str, bytes], **options: Any) -> tuple[Any, int]:
-    """:func:`open_engine`, with files in memory first written to a temporary directory. A
+def open_engine_on_disk(files: dict[str, bytes], **options: Any) -> tuple[Any, int]:
+    """:func:`open_engine` of files in memory, written to a temporary directory first. A
     CTranslate2 model loaded from memory keeps a copy of its files for as long as it lives
     (measured: 23.9 MiB resident for an 11.1 MiB engine, 12.6 MiB from a directory), so a
     server that holds many engines reads them from disk."""
-    if isinstance(model, Path):
-        return open_engine(model, **options)
     with tempfile.TemporaryDirectory(prefix="lsmt-engine-") as tmp:
-        for name, data in model.items():
+        for name, data in files.items():
             (Path(tmp) / name).write_bytes(data)
         return open_engine(Path(tmp), **options)
 

@@ -21,10 +21,11 @@ for comparison).
 With ``express_batch_size`` E > 0 an engine has one batch slot more than ``inter_threads``,
 the express lane (and CTranslate2 one worker more: ``Settings.engine_workers``): its batches
 hold at most E sentences, from the jobs with the fewest sentences left first, and it takes
-only light jobs (requests of at most E sentences). The bulk slots take light jobs only when no heavy
-one waits. A one-sentence request beside documents then starts at once on the extra worker,
-sharing the cores with the running batches for its few milliseconds, instead of waiting for a
-full batch; with no light job waiting the lane is idle and the bulk slots keep every core.
+only light jobs (requests of at most E sentences). The bulk slots take light jobs only when
+no heavy one waits. A one-sentence request beside documents then starts at once on the extra
+worker, sharing the cores with the running batches for its few milliseconds, instead of
+waiting for a full batch; with no light job waiting the lane is idle and the bulk slots keep
+every core.
 
 The queue is bounded (``queue_size`` jobs waiting per engine): ``submit`` raises ``QueueFull``
 at once instead of queueing forever. A job whose request timed out is skipped.
@@ -85,8 +86,7 @@ class Job:
     results: list[list[Hypothesis] | None] = field(default_factory=list)
     next_index: int = 0  # first sentence not yet given to a batch
     done_count: int = 0
-    started: bool = False
-    started_at: float = 0.0  # its first sentence taken into a batch
+    started_at: float = 0.0  # its first sentence taken into a batch (0: still waiting)
     finished_at: float = 0.0  # its last sentence translated
     cancelled: bool = False
     owner: str = ""  # who sent it (fair batching): an API key's digest or a client address
@@ -340,8 +340,7 @@ class Batcher:
         )
         now = time.perf_counter()
         for job in dict.fromkeys(job for job, _ in items):
-            if not job.started:
-                job.started = True
+            if not job.started_at:
                 job.started_at = now
                 self.metrics.stage_latency.labels("queue_wait").observe(now - job.enqueued_at)
         self._prune()

@@ -103,7 +103,7 @@ class _Exchange:
         self.status = 500  # until the app starts a response
         self.started = False
         self.replicas: set[str] = set()  # cluster replicas that decoded for it (SERVED_BY)
-        self.t0 = time.perf_counter()
+        self.t0 = time.perf_counter()  # the request entered the server
         self.stage_seconds: dict[str, float] = {}  # server.timing's stages
 
     async def send(self, message: Message) -> None:
@@ -145,7 +145,6 @@ class RequestContextMiddleware:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         rid = _request_id(headers)
         scope.setdefault("state", {})["request_id"] = rid
-        t0 = time.perf_counter()
         st.metrics.in_flight.inc()
         st.http_in_flight += 1
         receive = _with_body_timeout(receive, st.settings.body_read_timeout_s)
@@ -170,7 +169,7 @@ class RequestContextMiddleware:
             ex.watch.stop()
             st.metrics.in_flight.dec()
             st.http_in_flight -= 1
-            self._count_request(scope, ex, t0)
+            self._count_request(scope, ex)
 
     async def _run_within_limits(
         self,
@@ -205,13 +204,13 @@ class RequestContextMiddleware:
         else:
             await self.app(scope, ex.watch.receive, ex.send)
 
-    def _count_request(self, scope: Scope, ex: _Exchange, t0: float) -> None:
+    def _count_request(self, scope: Scope, ex: _Exchange) -> None:
         route = scope.get("route")
         endpoint = getattr(route, "path", None)
         if endpoint is None:
             endpoint = ex.path if ex.path in _STATIC_ENDPOINTS else "unmatched"
         status = str(ex.status)
-        dt = time.perf_counter() - t0
+        dt = time.perf_counter() - ex.t0
         self.state.metrics.requests.labels(endpoint, status).inc()
         self.state.metrics.request_latency.labels(endpoint, status).observe(dt)
 

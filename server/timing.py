@@ -36,3 +36,13 @@ def server_timing(times: dict[str, float], total_s: float) -> bytes:
     """The header's value: each stage, then ``total``, in milliseconds."""
     stages = [*times.items(), ("total", total_s)]
     return ", ".join(f"{name};dur={s * 1000:.1f}" for name, s in stages).encode()
+
+
+def parse_server_timing(header: str) -> dict[str, float]:
+    """Seconds per stage of a ``Server-Timing`` value (what clients and benchmarks read)."""
+    stages = {}
+    for part in header.split(","):
+        name, _, dur = part.strip().partition(";dur=")
+        if dur:
+            stages[name] = float(dur) / 1000
+    return stages

@@ -352,24 +352,19 @@ def test_full_queue_is_refused_before_preparation(make_server, slow):
     assert seconds < 0.5, seconds  # not after splitting 80,000 sentences
 
 
-def _server_timing(header: str) -> dict[str, float]:
-    stages = {}
-    for part in header.split(","):
-        name, _, dur = part.strip().partition(";dur=")
-        stages[name] = float(dur) / 1000
-    return stages
-
-
 def test_server_timing_says_where_a_request_spent_its_time(make_server, slow):
     """Every translation answers its stages in Server-Timing; a slow engine shows in
     ``decode``, a request waiting behind a batch in ``queue``."""
+    from server.timing import parse_server_timing
+
     srv = make_server(loader=slow(0.4), max_batch_size=1, inter_threads=1, batch_wait_ms=0)
     body = {"text": EN, "source": "en", "target": "de", "beam_size": 1}
     assert post(srv.url, body)[0] == 200  # loaded: the timings below are the batches'
     (code, _, headers, seconds), (code2, _, headers2, _) = fire(srv.url, [body, body])
     assert code == code2 == 200
     first, second = sorted(
-        (_server_timing(h["server-timing"]) for h in (headers, headers2)), key=lambda t: t["queue"]
+        (parse_server_timing(h["server-timing"]) for h in (headers, headers2)),
+        key=lambda t: t["queue"],
     )
     for t in (first, second):
         assert set(t) == {"tokenize", "queue", "decode", "detokenize", "total"}, t
