@@ -106,6 +106,36 @@ def test_corrupt_or_half_written_entries_are_rebuilt(bundle_dir, tmp_path):
     assert cached_engine_files(cache, bundle, *ROUTE, "int8")[1] is not None
 
 
+def test_entries_listed_with_sha256_are_still_checked(bundle_dir, tmp_path):
+    """Entries stored before the checksum became XXH3 list SHA-256: an intact one is still a
+    hit, a damaged one is still refused."""
+    import hashlib
+
+    bundle = load_bundle(bundle_dir)
+    cache = EngineCache(tmp_path / "cache", 1 << 30)
+    cached_engine_files(cache, bundle, *ROUTE, "int8")
+    entry = cache.root / engine_key(bundle, *ROUTE, "int8")
+    contents = json.loads((entry / CONTENTS).read_text())
+    assert all(set(want) == {"bytes", "xxh3_128"} for want in contents.values())
+    old = {
+        name: {
+            "bytes": want["bytes"],
+            "sha256": hashlib.sha256((entry / name).read_bytes()).hexdigest(),
+        }
+        for name, want in contents.items()
+    }
+    (entry / CONTENTS).write_text(json.dumps(old))
+    assert EngineCache.intact(entry) and cache.get(entry.name) == entry
+    model = entry / "model.bin"
+    data = bytearray(model.read_bytes())
+    data[-1] ^= 0x01
+    model.write_bytes(bytes(data))
+    assert not EngineCache.intact(entry)
+    old["model.bin"]["bytes"] += 1  # a size that disagrees fails before any hashing
+    (entry / CONTENTS).write_text(json.dumps(old))
+    assert cache.get(entry.name) is None and not entry.exists()
+
+
 def test_the_cache_keeps_to_its_bound_least_recently_used_first(bundle_dir, tmp_path):
     bundle = load_bundle(bundle_dir)
     probe = EngineCache(tmp_path / "probe", 1 << 30)
