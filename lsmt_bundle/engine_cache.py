@@ -29,6 +29,7 @@ import mmap
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
@@ -108,16 +109,18 @@ class EngineCache:
     def discard(self, key: str) -> None:
         shutil.rmtree(self.root / key, ignore_errors=True)
 
-    def put(self, key: str, files: dict[str, bytes]) -> Path:
-        """Store an engine's files under ``key`` (atomically), then keep within the bound."""
+    def store(self, key: str, write: Callable[[Path], object]) -> Path:
+        """Store under ``key`` the engine that ``write`` writes into the directory it is given
+        (a private one beside the entries, renamed into place once listed: atomically), then
+        keep within the bound."""
         entry = self.root / key
         tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=self.root))
         try:
-            for name, data in files.items():
-                (tmp / name).write_bytes(data)
+            write(tmp)
             contents = {
-                name: {"bytes": len(data), CHECKSUM: xxhash.xxh3_128_hexdigest(data)}
-                for name, data in files.items()
+                p.name: {"bytes": p.stat().st_size, CHECKSUM: _checksum(p, CHECKSUM)}
+                for p in sorted(tmp.iterdir())
+                if p.is_file()
             }
             (tmp / CONTENTS).write_text(json.dumps(contents, indent=1))
             try:
@@ -159,32 +162,31 @@ class EngineCache:
         try:
             contents = json.loads((entry / CONTENTS).read_text())
             for name, want in contents.items():
-                got = _checksum(entry / name, want)
-                if got is None or got != want[CHECKSUM if CHECKSUM in want else "sha256"]:
+                kind = CHECKSUM if CHECKSUM in want else "sha256"
+                if _checksum(entry / name, kind, want["bytes"]) != want[kind]:
                     return False
         except (OSError, ValueError, KeyError, TypeError):
             return False
         return bool(contents)
 
 
-def _checksum(path: Path, want: dict[str, Any]) -> str | None:
-    """The file's checksum in the kind ``want`` records; None when its size is not the one
-    recorded. The file is mapped, not read: no copy of an engine's weights in this process."""
+def _checksum(path: Path, kind: str, size: int | None = None) -> str | None:
+    """The file's checksum, ``kind`` XXH3-128 or SHA-256; None when ``size`` is given and the
+    file has another. The file is mapped, not read: no copy of an engine's weights."""
     with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        if size != want["bytes"]:
+        actual = os.fstat(f.fileno()).st_size
+        if size is not None and actual != size:
             return None
-        if size == 0:
-            view: Any = b""
-        else:
-            view = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        try:
-            if CHECKSUM in want:
-                return xxhash.xxh3_128_hexdigest(view)
-            return hashlib.sha256(view).hexdigest()
-        finally:
-            if size:
-                view.close()
+        if actual == 0:
+            return _hash(kind, b"")
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as view:
+            return _hash(kind, view)
+
+
+def _hash(kind: str, data: Any) -> str:
+    if kind == CHECKSUM:
+        return xxhash.xxh3_128_hexdigest(data)
+    return hashlib.sha256(data).hexdigest()
 
 
 def _sizes_listed(entry: Path) -> bool:
@@ -202,21 +204,18 @@ def _entry_bytes(entry: Path) -> int:
     return sum(p.stat().st_size for p in entry.iterdir() if p.is_file())
 
 
-def cached_engine_files(
-    cache_: EngineCache | None, bundle: Bundle, src: str, tgt: str, quantization: str | None
-) -> tuple[Path | None, dict[str, bytes] | None]:
-    """(the cached entry, None) on a hit; (None, the files built and stored) on a miss."""
-    from .engines import route_engine_files
-
-    key = None if cache_ is None else engine_key(bundle, src, tgt, quantization)
-    if cache_ is not None and key is not None:
-        hit = cache_.get(key)
-        if hit is not None:
-            return hit, None
-    files = route_engine_files(bundle, src, tgt, quantization)
-    if cache_ is not None and key is not None:
-        cache_.put(key, files)
-    return None, files
+def fill_entry(
+    cache_: EngineCache, bundle: Bundle, src: str, tgt: str, quantization: str | None
+) -> tuple[Path, bool]:
+    """The route's entry, checked whole, and whether it was there already (else it is built
+    and stored now): what ``python -m model_export build-engines --cache`` does per route."""
+    key = engine_key(bundle, src, tgt, quantization)
+    if key is None:
+        raise ValueError("the bundle records no file digests: its engines cannot be cached")
+    entry = cache_.get(key)
+    if entry is not None:
+        return entry, True
+    return _build_entry(cache_, key, bundle, src, tgt, quantization), False
 
 
 def load_route_engine(
@@ -228,27 +227,35 @@ def load_route_engine(
     **options: Any,
 ) -> tuple[Any, int]:
     """The route's engine and its weights' bytes (what the server loads): from the cache when
-    it holds it, else built, stored, and opened from the stored entry (without a cache: from a
-    temporary directory, ``open_engine_on_disk``). ``options`` are
-    :func:`lsmt_bundle.engines.open_engine`'s."""
-    from .engines import open_engine, open_engine_on_disk, route_engine_files
+    it holds it, else built straight into a new entry and opened from there (without a cache:
+    from a temporary directory). ``options`` are :func:`lsmt_bundle.engines.open_engine`'s."""
+    from .engines import open_engine, open_route_engine_on_disk
 
     key = None if cache_ is None else engine_key(bundle, src, tgt, quantization)
-    if cache_ is not None and key is not None:
-        entry = cache_.get(key, verify=False)
-        if entry is not None:
-            engine = _open_checked(entry, options)
-            if engine is not None:
-                return engine
-            cache_.discard(key)
-    files = route_engine_files(bundle, src, tgt, quantization)
     if cache_ is None or key is None:
-        return open_engine_on_disk(files, **options)
-    entry = cache_.put(key, files)
-    try:  # the files just stored: no second copy to write
+        return open_route_engine_on_disk(bundle, src, tgt, quantization, **options)
+    entry = cache_.get(key, verify=False)
+    if entry is not None:
+        engine = _open_checked(entry, options)
+        if engine is not None:
+            return engine
+        cache_.discard(key)
+    entry = _build_entry(cache_, key, bundle, src, tgt, quantization)
+    try:
         return open_engine(entry, **options)
-    except Exception:  # the entry went in between (another process's eviction)
-        return open_engine_on_disk(files, **options)
+    except Exception:
+        if entry.is_dir():
+            raise  # the engine's own failure
+        # the entry went in between (another process's eviction)
+        return open_route_engine_on_disk(bundle, src, tgt, quantization, **options)
+
+
+def _build_entry(
+    cache_: EngineCache, key: str, bundle: Bundle, src: str, tgt: str, quantization: str | None
+) -> Path:
+    from .engines import save_route_engine
+
+    return cache_.store(key, lambda out: save_route_engine(bundle, src, tgt, quantization, out))
 
 
 def _open_checked(entry: Path, options: dict[str, Any]) -> tuple[Any, int] | None:

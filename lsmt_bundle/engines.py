@@ -25,15 +25,6 @@ def engine_files(dense: DenseModel, quantization: str | None = "int8") -> dict[s
     return ct2.engine_files(dense, quantization)
 
 
-def route_engine_files(
-    bundle: Bundle, src: str, tgt: str, quantization: str | None = "int8"
-) -> dict[str, bytes]:
-    """The route's engine files, assembled in the bundle's stored int8 where the engine's
-    quantization allows it (no float32 round trip: ``lsmt_bundle.ct2.INT8_AS_STORED``)."""
-    keep_int8 = quantization in ct2.INT8_AS_STORED
-    return engine_files(bundle.assemble(src, tgt, keep_int8=keep_int8), quantization)
-
-
 def save_engine(dense: DenseModel, out_dir: str | Path, quantization: str | None = "int8") -> Path:
     """Write a ready engine directory (what :func:`open_engine` opens)."""
     if dense.architecture.decoder_kind != "lstm":
@@ -45,6 +36,15 @@ def save_engine(dense: DenseModel, out_dir: str | Path, quantization: str | None
     return out
 
 
+def save_route_engine(
+    bundle: Bundle, src: str, tgt: str, quantization: str | None, out_dir: str | Path
+) -> Path:
+    """Assemble the route and write its engine directory: in the bundle's stored int8 where the
+    engine's quantization allows it (no float32 round trip: ``lsmt_bundle.ct2.INT8_AS_STORED``)."""
+    keep_int8 = quantization in ct2.INT8_AS_STORED
+    return save_engine(bundle.assemble(src, tgt, keep_int8=keep_int8), out_dir, quantization)
+
+
 def open_engine(model: Path | dict[str, bytes], **options: Any) -> tuple[Any, int]:
     """The engine of a directory or of its files in memory, and its weights' bytes;
     ``options`` are :func:`lsmt_bundle.ct2.open_translator`'s."""
@@ -54,15 +54,15 @@ def open_engine(model: Path | dict[str, bytes], **options: Any) -> tuple[Any, in
     return ct2.open_translator(model, **options)
 
 
-def open_engine_on_disk(files: dict[str, bytes], **options: Any) -> tuple[Any, int]:
-    """:func:`open_engine` of files in memory, written to a temporary directory first. A
+def open_route_engine_on_disk(
+    bundle: Bundle, src: str, tgt: str, quantization: str | None, **options: Any
+) -> tuple[Any, int]:
+    """The route's engine, written to a temporary directory and opened from there. A
     CTranslate2 model loaded from memory keeps a copy of its files for as long as it lives
     (measured: 23.9 MiB resident for an 11.1 MiB engine, 12.6 MiB from a directory), so a
     server that holds many engines reads them from disk."""
     with tempfile.TemporaryDirectory(prefix="lsmt-engine-") as tmp:
-        for name, data in files.items():
-            (Path(tmp) / name).write_bytes(data)
-        return open_engine(Path(tmp), **options)
+        return open_engine(save_route_engine(bundle, src, tgt, quantization, tmp), **options)
 
 
 def load_engine(dense: DenseModel, compute_type: str = "int8", **options: Any) -> tuple[Any, int]:

@@ -267,14 +267,14 @@ def fill_engine_cache(
 ) -> None:
     """What a server with ``LSMT_ENGINE_CACHE_DIR=root`` and this compute type would build
     on each route's first request, built now."""
-    from lsmt_bundle.engine_cache import EngineCache, cached_engine_files, engine_key
+    from lsmt_bundle.engine_cache import EngineCache, engine_key, fill_entry
 
     cache = EngineCache(root, max_bytes)
     for src, tgt in routes:
         if engine_key(bundle, src, tgt, quantization) is None:
             raise SystemExit("error: the bundle records no file digests: it cannot be cached")
-        hit, _ = cached_engine_files(cache, bundle, src, tgt, quantization)
-        print(f"{src}-{tgt}: {'already cached' if hit else 'built'} in {root}")
+        _, was_there = fill_entry(cache, bundle, src, tgt, quantization)
+        print(f"{src}-{tgt}: {'already cached' if was_there else 'built'} in {root}")
     print(f"engine cache {root}: {cache.size() / 1e6:.1f} MB (bound {max_bytes / 1e6:.0f} MB)")
 
 

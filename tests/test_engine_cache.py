@@ -16,7 +16,7 @@ from safetensors.numpy import load_file, save_file
 
 from lsmt_bundle import load_bundle
 from lsmt_bundle.ct2 import open_translator
-from lsmt_bundle.engine_cache import CONTENTS, EngineCache, cached_engine_files, engine_key
+from lsmt_bundle.engine_cache import CONTENTS, EngineCache, engine_key, fill_entry
 from lsmt_bundle.store import digest
 
 pytestmark = pytest.mark.integration
@@ -42,30 +42,36 @@ def translate(model) -> list:
 
 
 def test_a_hit_loads_what_the_miss_built(bundle_dir, tmp_path):
+    from lsmt_bundle.engines import engine_files
+
     bundle = load_bundle(bundle_dir)
     cache = EngineCache(tmp_path / "cache", 1 << 30)
-    hit, files = cached_engine_files(cache, bundle, *ROUTE, "int8")
-    assert hit is None and files is not None and cache.size() > 0
-    hit, files_again = cached_engine_files(cache, bundle, *ROUTE, "int8")
-    assert hit is not None and files_again is None
-    assert translate(hit) == translate(files)
+    entry, was_there = fill_entry(cache, bundle, *ROUTE, "int8")
+    assert not was_there and cache.size() > 0
+    assert fill_entry(cache, bundle, *ROUTE, "int8") == (entry, True)
+    built = engine_files(bundle.assemble(*ROUTE, keep_int8=True), "int8")
+    assert {p.name: p.read_bytes() for p in entry.iterdir() if p.name != CONTENTS} == built
+    assert translate(entry) == translate(built)
     other = engine_key(bundle, "fr", "en", "int8")
     assert other != engine_key(bundle, *ROUTE, "int8") != engine_key(bundle, *ROUTE, "float32")
 
 
-def test_engines_built_in_memory_are_opened_from_a_temporary_directory(
+def test_without_a_cache_engines_are_opened_from_a_temporary_directory(
     bundle_dir, tmp_path, monkeypatch
 ):
-    """The server's loader opens a miss's files from disk (a CTranslate2 model opened from
-    memory keeps a copy of its files): the same engine, and nothing left behind."""
+    """Without a cache the server's loader writes a route's engine to a temporary directory and
+    opens it from there (a CTranslate2 model opened from memory keeps a copy of its files):
+    the same engine, and nothing left behind."""
     import tempfile
 
-    from lsmt_bundle.engines import open_engine_on_disk, route_engine_files
+    from lsmt_bundle.engine_cache import load_route_engine
+    from lsmt_bundle.engines import engine_files
 
-    files = route_engine_files(load_bundle(bundle_dir), *ROUTE, "int8")
+    bundle = load_bundle(bundle_dir)
+    files = engine_files(bundle.assemble(*ROUTE, keep_int8=True), "int8")
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
-    engine, nbytes = open_engine_on_disk(files, compute_type="int8")
+    engine, nbytes = load_route_engine(None, bundle, *ROUTE, "int8", compute_type="int8")
     assert nbytes == len(files["model.bin"]) and list((tmp_path / "tmp").iterdir()) == []
     results = engine.translate_batch([["<2fr>", *s] for s in SOURCES], beam_size=2,
                                      max_decoding_length=10, return_scores=True)  # fmt: skip
@@ -74,7 +80,7 @@ def test_engines_built_in_memory_are_opened_from_a_temporary_directory(
 
 def test_a_module_changed_on_disk_is_never_served_stale(bundle_dir, tmp_path):
     cache = EngineCache(tmp_path / "cache", 1 << 30)
-    cached_engine_files(cache, load_bundle(bundle_dir), *ROUTE, "int8")
+    fill_entry(cache, load_bundle(bundle_dir), *ROUTE, "int8")
     rel = "modules/shared.safetensors"
     weights = load_file(bundle_dir / rel)
     name = next(k for k, v in weights.items() if v.dtype == np.int8 and v.ndim == 2)
@@ -84,26 +90,24 @@ def test_a_module_changed_on_disk_is_never_served_stale(bundle_dir, tmp_path):
     manifest["files"][rel] = digest((bundle_dir / rel).read_bytes()).model_dump()
     (bundle_dir / "manifest.json").write_text(json.dumps(manifest))
     changed = load_bundle(bundle_dir)
-    hit, files = cached_engine_files(cache, changed, *ROUTE, "int8")
-    assert hit is None and files is not None  # built again from the new module
+    assert not fill_entry(cache, changed, *ROUTE, "int8")[1]  # built again from the new module
     assert len([p for p in cache.root.iterdir() if not p.name.startswith(".")]) == 2
 
 
 def test_corrupt_or_half_written_entries_are_rebuilt(bundle_dir, tmp_path):
     bundle = load_bundle(bundle_dir)
     cache = EngineCache(tmp_path / "cache", 1 << 30)
-    cached_engine_files(cache, bundle, *ROUTE, "int8")
-    entry = cache.root / engine_key(bundle, *ROUTE, "int8")
+    entry, _ = fill_entry(cache, bundle, *ROUTE, "int8")
     model = entry / "model.bin"
     data = bytearray(model.read_bytes())
     data[len(data) // 2] ^= 0xFF  # same size, other bytes
     model.write_bytes(bytes(data))
     assert cache.get(entry.name) is None and not entry.exists()
-    hit, files = cached_engine_files(cache, bundle, *ROUTE, "int8")
-    assert hit is None and files is not None and cache.get(entry.name) is not None
+    assert fill_entry(cache, bundle, *ROUTE, "int8") == (entry, False)  # built again
+    assert cache.get(entry.name) is not None
     (entry / CONTENTS).unlink()  # as if copied in part
     assert cache.get(entry.name) is None
-    assert cached_engine_files(cache, bundle, *ROUTE, "int8")[1] is not None
+    assert fill_entry(cache, bundle, *ROUTE, "int8") == (entry, False)
 
 
 def test_entries_listed_with_sha256_are_still_checked(bundle_dir, tmp_path):
@@ -113,8 +117,7 @@ def test_entries_listed_with_sha256_are_still_checked(bundle_dir, tmp_path):
 
     bundle = load_bundle(bundle_dir)
     cache = EngineCache(tmp_path / "cache", 1 << 30)
-    cached_engine_files(cache, bundle, *ROUTE, "int8")
-    entry = cache.root / engine_key(bundle, *ROUTE, "int8")
+    entry, _ = fill_entry(cache, bundle, *ROUTE, "int8")
     contents = json.loads((entry / CONTENTS).read_text())
     assert all(set(want) == {"bytes", "xxh3_128"} for want in contents.values())
     old = {
@@ -139,16 +142,16 @@ def test_entries_listed_with_sha256_are_still_checked(bundle_dir, tmp_path):
 def test_the_cache_keeps_to_its_bound_least_recently_used_first(bundle_dir, tmp_path):
     bundle = load_bundle(bundle_dir)
     probe = EngineCache(tmp_path / "probe", 1 << 30)
-    cached_engine_files(probe, bundle, *ROUTE, "int8")
+    fill_entry(probe, bundle, *ROUTE, "int8")
     one = probe.size()
     cache = EngineCache(tmp_path / "cache", int(2.5 * one))
     keys = [engine_key(bundle, *r, "int8") for r in (("en", "fr"), ("fr", "en"))]
     for route in (("en", "fr"), ("fr", "en")):
-        cached_engine_files(cache, bundle, *route, "int8")
+        fill_entry(cache, bundle, *route, "int8")
     old = cache.root / keys[0]
     os.utime(old, (1, 1))  # long unused ...
     assert cache.get(keys[0]) is not None  # ... until this hit
-    cached_engine_files(cache, bundle, "en", "fr", "int8_float32")  # a third entry
+    fill_entry(cache, bundle, "en", "fr", "int8_float32")  # a third entry
     assert cache.size() <= cache.max_bytes
     left = {p.name for p in cache.root.iterdir()}
     assert keys[0] in left and keys[1] not in left
@@ -202,3 +205,21 @@ def test_the_server_loader_never_uses_an_entry_that_fails_its_check(bundle_dir, 
     assert [r.hypotheses for r in first] == [r.hypotheses for r in second]
     load_route_engine(cache, bundle, *ROUTE, "int8", compute_type="int8")
     assert len(calls) == 1  # an intact hit: loaded, not built
+
+
+def test_build_engines_fills_the_cache_the_server_reads(bundle_dir, tmp_path, capsys, monkeypatch):
+    """``python -m model_export build-engines --cache`` stores what the server's loader would
+    build: afterwards the loader assembles nothing, and a second fill builds nothing."""
+    from lsmt_bundle.engine_cache import load_route_engine
+    from model_export.__main__ import main
+
+    argv = ["build-engines", str(bundle_dir), "--routes", "en-fr", "--cache", str(tmp_path / "c")]
+    assert main(argv) == 0
+    assert "en-fr: built" in capsys.readouterr().out
+    assert main(argv) == 0
+    assert "en-fr: already cached" in capsys.readouterr().out
+    bundle = load_bundle(bundle_dir)
+    monkeypatch.setattr(bundle, "assemble", lambda *a, **k: pytest.fail("assembled: not cached"))
+    cache = EngineCache(tmp_path / "c", 1 << 30)
+    engine, _ = load_route_engine(cache, bundle, *ROUTE, "int8", compute_type="int8")
+    assert engine.translate_batch([["<2fr>", *SOURCES[0]]], max_decoding_length=5)

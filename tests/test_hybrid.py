@@ -12,8 +12,8 @@ import torch
 from pydantic import ValidationError
 
 from lsmt_bundle import load_bundle
-from lsmt_bundle.engine_cache import EngineCache, cached_engine_files
-from lsmt_bundle.engines import load_engine, open_engine, save_engine
+from lsmt_bundle.engine_cache import EngineCache, fill_entry
+from lsmt_bundle.engines import engine_files, load_engine, open_engine, save_engine
 from lsmt_bundle.hybrid import HybridTranslator
 from lsmt_core.manifest import Architecture
 from tests.bundles import TinyBundle
@@ -231,11 +231,11 @@ def test_int8_hybrid_engine_is_smaller_and_still_translates(shared: TinyBundle, 
 def test_engine_cache_stores_and_serves_hybrid_engines(shared: TinyBundle, tmp_path):
     bundle = load_bundle(shared.path)
     cache = EngineCache(tmp_path / "cache", 1 << 30)
-    hit, files = cached_engine_files(cache, bundle, "en", "fr", "int8")
-    assert hit is None and files is not None and "decoder_step.onnx" in files
-    hit, again = cached_engine_files(cache, bundle, "en", "fr", "int8")
-    assert hit is not None and again is None
-    engine, _ = open_engine(hit, compute_type="int8")
+    entry, was_there = fill_entry(cache, bundle, "en", "fr", "int8")
+    assert not was_there and (entry / "decoder_step.onnx").is_file()
+    assert fill_entry(cache, bundle, "en", "fr", "int8") == (entry, True)
+    engine, _ = open_engine(entry, compute_type="int8")
+    files = engine_files(bundle.assemble("en", "fr", keep_int8=True), "int8")
     built, _ = open_engine(files, compute_type="int8")
     sources = sources_of(shared, bundle, "en", "fr")
     assert [r.hypotheses for r in engine.translate_batch(sources)] == [
