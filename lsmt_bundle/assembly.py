@@ -4,12 +4,14 @@ Selection first (every weight group's ``select``), then the tied embeddings, the
 manifest's fusion rules in order (:data:`lsmt_bundle.fusions.FUSION_RULES`); the result must
 hold every layer a plain Transformer of the (possibly fused) architecture needs. A language
 with its own tokenizer brings its own embeddings (``Manifest.language_tokenizers``): the
-route's source and target vocabularies then differ, which an engine takes as it is.
+route's source and target vocabularies then differ, which an engine takes as it is. A target
+language with its own decoder (``Manifest.language_decoders``) brings it in its ``tgt`` module,
+in place of the shared one.
 """
 
 from __future__ import annotations
 
-from lsmt_core.manifest import Manifest
+from lsmt_core.manifest import TARGET_DECODER, Manifest
 
 from .dense import (
     DECODER_EMBEDDING,
@@ -61,11 +63,27 @@ def assemble(
         modules=list(modules),
         row_scales=scales,
     )
+    take_own_decoder(dense)
     tie_embeddings(dense)
     for fusion in manifest.fusions:
         FUSION_RULES[fusion.rule](dense, fusion, extras)
     check_complete(dense)
     return dense
+
+
+def take_own_decoder(dense: DenseModel) -> None:
+    """The target language's own decoder (``target_decoder.*``), if the route has one,
+    replaces the shared decoder's weights of the same names (``decoder.*``)."""
+    own = TARGET_DECODER.prefix + "."
+    names = [n for n in dense.weights if n.startswith(own)]
+    if not names:
+        return
+    taken = {"decoder." + n.removeprefix(own) for n in names}
+    lacking = sorted(n for n in dense.weights if n.startswith("decoder.") and n not in taken)
+    if lacking:  # half of one decoder and half of another would serve nonsense
+        raise BundleError(f"the target language's own decoder lacks {lacking[:3]}")
+    for name in names:
+        _move(dense, name, "decoder." + name.removeprefix(own))
 
 
 def tie_embeddings(dense: DenseModel) -> None:
@@ -87,7 +105,7 @@ def tie_embeddings(dense: DenseModel) -> None:
 
 
 def _move(dense: DenseModel, own: str, name: str) -> None:
-    """A language's own embedding ``own`` (with its int8 scales) becomes ``name``."""
+    """A language's own weight ``own`` (with its int8 scales) becomes ``name``."""
     if own in dense.weights:
         dense.weights[name] = dense.weights.pop(own)
         dense.row_scales.pop(name, None)

@@ -66,10 +66,11 @@ class Bundle:
     def modules_for(self, src: str, tgt: str) -> list[str]:
         """The modules a route reads, in a fixed order."""
         own = self.manifest.language_tokenizers  # their modules hold their embeddings
+        decoders = self.manifest.language_decoders  # theirs, their decoders
         names = [module_name("shared")]
         if "src" in self._indices or src in own:
             names.append(module_name("src", src))
-        if "tgt" in self._indices or tgt in own:
+        if "tgt" in self._indices or tgt in own or tgt in decoders:
             names.append(module_name("tgt", tgt))
         return names
 

@@ -175,6 +175,11 @@ def language_tokenizer_path(lang: str) -> str:
 SOURCE_EMBEDDINGS = WeightGroup(prefix="source_embed_tokens", index="src")
 TARGET_EMBEDDINGS = WeightGroup(prefix="target_embed_tokens", index="tgt")
 VOCABULARY_GROUPS = (SOURCE_EMBEDDINGS, TARGET_EMBEDDINGS)
+# The weight group of a target language's own decoder (``Manifest.language_decoders``), held
+# only by those languages' ``tgt`` modules; also the training model's module name.
+TARGET_DECODER = WeightGroup(prefix="target_decoder", index="tgt")
+# The groups only some languages have modules for: no route reads a module because of them.
+LANGUAGE_OWN_GROUPS = (*VOCABULARY_GROUPS, TARGET_DECODER)
 
 
 class Manifest(_Strict):
@@ -192,6 +197,11 @@ class Manifest(_Strict):
     ``src/<lang>``, ``target_embed_tokens.weight``, tied to the output projection, in
     ``tgt/<lang>``). Every other language uses ``tokenizer``. Written only when not empty,
     so a bundle without one reads as it did before the field existed."""
+    language_decoders: list[str] = Field(default_factory=list)
+    """Target languages with a decoder of their own (a language added with a new decoder,
+    Shallow paper section 3.5): their ``tgt/<lang>`` module holds it
+    (``target_decoder.layers...``), and routes into them decode with it instead of the
+    shared decoder. Written only when not empty, like ``language_tokenizers``."""
     store_dtype: Literal["float32", "float16", "int8"]
     weight_groups: list[WeightGroup]
     fusions: list[Fusion] = Field(default_factory=list)
@@ -214,13 +224,21 @@ class Manifest(_Strict):
             raise ValueError(f"language_tokenizers names languages the bundle lacks: {strangers}")
         if self.language_tokenizers and not all(g in self.weight_groups for g in VOCABULARY_GROUPS):
             raise ValueError("language_tokenizers needs the weight groups of their embeddings")
+        strangers = sorted(set(self.language_decoders) - langs)
+        if strangers:
+            raise ValueError(f"language_decoders names languages the bundle lacks: {strangers}")
+        if self.language_decoders and TARGET_DECODER not in self.weight_groups:
+            raise ValueError("language_decoders needs the weight group of their decoders")
         return self
 
     @model_serializer(mode="wrap")
-    def _omit_empty_language_tokenizers(self, handler: SerializerFunctionWrapHandler) -> Any:
+    def _omit_empty_language_fields(self, handler: SerializerFunctionWrapHandler) -> Any:
+        """Bundles without languages of their own read (and write) as before the fields."""
         data = handler(self)
-        if not self.language_tokenizers and isinstance(data, dict):
-            data.pop("language_tokenizers", None)
+        if isinstance(data, dict):
+            for name in ("language_tokenizers", "language_decoders"):
+                if not getattr(self, name):
+                    data.pop(name, None)
         return data
 
     def tokenizer_of(self, lang: str) -> TokenizerInfo:
@@ -233,9 +251,10 @@ class Manifest(_Strict):
         return max(matches, key=lambda g: len(g.prefix))
 
     def indices_used(self) -> set[Index]:
-        """The indices whose module every route reads (a language's own embeddings are read
-        only for the languages of ``language_tokenizers``: ``Bundle.modules_for``)."""
-        used: set[Index] = {g.index for g in self.weight_groups if g not in VOCABULARY_GROUPS}
+        """The indices whose module every route reads (a language's own embeddings and decoder
+        are read only for the languages of ``language_tokenizers`` and ``language_decoders``:
+        ``Bundle.modules_for``)."""
+        used: set[Index] = {g.index for g in self.weight_groups if g not in LANGUAGE_OWN_GROUPS}
         for fusion in self.fusions:
             used |= fusion.reads  # the modules holding the fusion's inputs
         return used

@@ -29,6 +29,8 @@ from lsmt_bundle import Bundle, BundleError, load_bundle
 from lsmt_bundle.storage import max_error
 from lsmt_bundle.store import MANIFEST, digest, module_index
 from lsmt_core.manifest import (
+    LANGUAGE_OWN_GROUPS,
+    TARGET_DECODER,
     VOCABULARY_GROUPS,
     LowRankSum,
     Manifest,
@@ -130,9 +132,9 @@ def _check_layout(old: Manifest, new: Manifest) -> None:
 
 def _layout(manifest: Manifest, field: str) -> Any:
     """A layout field as the addition compares it: the weight groups of languages' own
-    embeddings come with the first language that has its own vocabulary."""
+    embeddings and decoders come with the first language that has them."""
     if field == "weight_groups":
-        return [g for g in manifest.weight_groups if g not in VOCABULARY_GROUPS]
+        return [g for g in manifest.weight_groups if g not in LANGUAGE_OWN_GROUPS]
     return getattr(manifest, field)
 
 
@@ -201,15 +203,19 @@ def _extended_manifest(
         )
     offered = [*old.routes, *(Route(*r) for r in routes if tuple(r) not in set(old.routes))]
     own = _new_tokenizers(exported, new)
+    decoders = [lang for lang in new if lang in exported.language_decoders]
     groups = list(old.weight_groups)
     if own:
         groups += [g for g in VOCABULARY_GROUPS if g not in groups]
+    if decoders and TARGET_DECODER not in groups:
+        groups.append(TARGET_DECODER)
     return old.model_copy(
         update={
             "languages": languages,
             "routes": offered,
             "target_vocab": target_vocab,
             "language_tokenizers": {**old.language_tokenizers, **own},
+            "language_decoders": sorted([*old.language_decoders, *decoders]),
             "weight_groups": groups,
             "files": {**old.files, **added},
             "provenance": json.loads(json.dumps(old.provenance)),

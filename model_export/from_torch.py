@@ -184,6 +184,7 @@ def export_bundle(
             for lang, size in model.language_vocab_sizes.items()
             if lang in languages
         },
+        language_decoders=[lang for lang in model.cfg.language_decoders if lang in languages],
         store_dtype=store_dtype,
         weight_groups=groups,
         fusions=fusions,

@@ -28,6 +28,8 @@ def checkpoint_from_bundle(path: Path | str) -> dict[str, Any]:
     model_cfg = manifest.provenance.get("recipe", {}).get("model")
     if model_cfg is None:
         raise BundleError(f"{path}: the manifest's provenance has no recipe model section")
+    # languages added with a decoder of their own after the recipe the provenance records
+    model_cfg = {**model_cfg, "language_decoders": list(manifest.language_decoders)}
     state: dict[str, torch.Tensor] = {}
     target_vocab: dict[str, list[int]] = {}
     names = list(

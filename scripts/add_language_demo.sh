@@ -16,6 +16,7 @@ PY=${PY:-.venv/bin/python}
 STEPS=${STEPS:-}
 TIME_LIMIT=${TIME_LIMIT:-}
 EVAL_SENTENCES=${EVAL_SENTENCES:-500}
+ARMS=${ARMS:-shared own own_decoder}
 SHIPPED=models/default
 DATA=data/add_de
 RECIPE=training/recipes/default_add_de_8-2.yaml
@@ -32,11 +33,17 @@ ROUTES=de-en,en-de,de-fr,fr-de
 [ -f "$DATA/tokenizer_de/spm.model" ] || $PY -m training.tokenizer train \
     --data "$DATA/corpus" --out "$DATA/tokenizer_de" --languages de --vocab-size 8000
 
-for arm in shared own; do
+for arm in $ARMS; do
     run=runs/add_de_$arm
     if [ -f "$run/last.pt" ]; then args=(--resume); else
         args=(--config "$RECIPE")
-        [ "$arm" = own ] && args+=(--set "data.language_tokenizers.de=$DATA/tokenizer_de")
+        case $arm in
+            shared) ;;
+            own) args+=(--set "data.language_tokenizers.de=$DATA/tokenizer_de") ;;
+            own_decoder) args+=(--set "data.language_tokenizers.de=$DATA/tokenizer_de"
+                                --set "model.language_decoders=[de]") ;;
+            *) echo "unknown arm $arm (shared, own, own_decoder)" >&2; exit 2 ;;
+        esac
     fi
     $PY -m training.train "${args[@]}" --out "$run" ${STEPS:+--max-steps "$STEPS"} \
         ${TIME_LIMIT:+--time-limit "$TIME_LIMIT"}

@@ -41,7 +41,7 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-from lsmt_core.manifest import VOCABULARY_GROUPS
+from lsmt_core.manifest import TARGET_DECODER, VOCABULARY_GROUPS
 from lsmt_core.routes import Route, parse_route, route_key
 from lsmt_core.tags import TagScheme
 
@@ -315,6 +315,17 @@ def donor_name(name: str, donors: dict[str, str]) -> str:
     return language_specific_name(prefix, donors[lang], rest)
 
 
+def own_decoder_sources(name: str, donors: dict[str, str]) -> list[str]:
+    """Where a language's own decoder (``target_decoder.by_lang.<lang>.rest``) starts from:
+    its donor's decoder (a separate one), else the shared decoder (what the donor used)."""
+    parts = split_language_specific(name)
+    if parts is None or parts[0] != TARGET_DECODER.prefix:
+        return []
+    _, lang, rest = parts
+    donor = language_specific_name("decoder", donors[lang], rest) if lang in donors else None
+    return [n for n in (donor, f"decoder.{rest}") if n is not None]
+
+
 def _source_name(name: str, mode: str, n_enc: tuple[int, int], n_dec: tuple[int, int]) -> str:
     """Name in the source model of target parameter ``name``."""
     if mode == "shallow":
@@ -351,7 +362,8 @@ def init_from_checkpoint(
       name, as ``copy``; the model's LSTM decoder keeps its random initialisation.
 
     ``donors`` (new language -> trained language) fill a new language's copies of the
-    language-specific modules from its donor's (``training.add_language``).
+    language-specific modules from its donor's (``training.add_language``), and its own
+    decoder (``model.language_decoders``) from the decoder its donor used.
     ``vocabularies`` fill the embeddings of a language with a new vocabulary that the
     source lacks: the rows of the pieces the source's (shared) vocabulary knows start from
     their trained rows (Shallow paper 3.5), the others keep their initialisation.
@@ -374,7 +386,8 @@ def init_from_checkpoint(
             new_state[name] = tensor  # the new decoder starts at random (Shallow paper 3.2)
             continue
         cand = _source_name(name, mode, n_enc, n_dec)
-        for c in (donor_name(cand, donors or {}), cand, shared_name(cand)):
+        own_decoder = own_decoder_sources(cand, donors or {})
+        for c in (donor_name(cand, donors or {}), cand, shared_name(cand), *own_decoder):
             if c in state and state[c].shape == tensor.shape:
                 new_state[name] = state[c]
                 mapping[name] = c

@@ -157,6 +157,10 @@ class Recipe(_Strict):
     def _add_languages_needs_a_model(self) -> Recipe:
         if self.add_languages is not None and (self.init_from is None or self.init_mode != "copy"):
             raise ValueError("add_languages needs init_from (the trained model) and init_mode copy")
+        if self.add_languages is not None:
+            old = sorted(set(self.model.language_decoders) - set(self.add_languages.donors))
+            if old:  # a trained language's routes would change decoder
+                raise ValueError(f"language_decoders {old}: only new languages get one")
         return self
 
     def route_list(self, available: list[Route]) -> list[Route]:

@@ -130,6 +130,10 @@ class ModelConfig(BaseModel):
     decoder_layers: int = 6
     max_positions: int = 256
     decoder_sharing: Literal["shared", "separate"] = "shared"
+    language_decoders: list[str] = Field(default_factory=list)
+    """Target languages with a decoder of their own beside the shared one: a language added
+    to a trained model with a new decoder (Shallow paper section 3.5, ``training.add_language``;
+    initialised from the shared decoder). Routes into them decode with it."""
     tag_scheme: TagScheme = TagScheme.TARGET_PREFIX
     language_specific: LanguageSpecificConfig = Field(default_factory=LanguageSpecificConfig)
     lms: LMSConfig = Field(default_factory=LMSConfig)
@@ -165,6 +169,8 @@ class ModelConfig(BaseModel):
             raise ValueError("lms cannot be combined with LSL layers or separate decoders")
         if (self.laa.places or self.laa.lee_points) and (lsl or self.decoder_sharing == "separate"):
             raise ValueError("laa/lee cannot be combined with LSL layers or separate decoders")
+        if self.language_decoders:
+            self._check_language_decoders(ls)
         if self.decoder_kind == "lstm":
             self._check_lstm(ls)
         elif self.lstm_hidden_size is not None:
@@ -179,6 +185,18 @@ class ModelConfig(BaseModel):
     def lstm_hidden(self) -> int:
         """The LSTM decoder's hidden size (``lstm_hidden_size`` or d_model)."""
         return self.lstm_hidden_size or self.d_model
+
+    def _check_language_decoders(self, ls: LanguageSpecificConfig) -> None:
+        """A language's own decoder replaces one plain shared Transformer decoder."""
+        if self.decoder_sharing != "shared" or ls.decoder_src or ls.decoder_tgt:
+            raise ValueError(
+                "language_decoders needs one shared decoder without LSL layers (with "
+                "decoder_sharing: separate every target language has its own already)"
+            )
+        if self.decoder_kind != "transformer" or self.sparse is not None:
+            raise ValueError("language_decoders needs a dense Transformer decoder")
+        if self.lms.rank or self.laa.places or self.laa.lee_points:
+            raise ValueError("language_decoders cannot be combined with lms, laa or lee")
 
     def _check_lstm(self, ls: LanguageSpecificConfig) -> None:
         """The hybrid decoder has no Transformer blocks for the decoder-side methods."""

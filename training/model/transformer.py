@@ -20,7 +20,7 @@ import torch
 import torch.utils._pytree
 from torch import nn
 
-from lsmt_core.manifest import VOCABULARY_GROUPS
+from lsmt_core.manifest import TARGET_DECODER, VOCABULARY_GROUPS
 from lsmt_core.positions import sinusoid_table
 from lsmt_core.tags import PAD_ID
 
@@ -278,6 +278,15 @@ class Seq2SeqTransformer(nn.Module):
         self.embed_dropout = nn.Dropout(cfg.dropout)
         self.encoder = Encoder(blocks)
         self.decoder = self._build_decoder(blocks)
+        # Target languages with a decoder of their own (an added language, Shallow paper 3.5).
+        self.target_decoder: LanguageSpecific | None = None
+        if cfg.language_decoders:
+            unknown = sorted(set(cfg.language_decoders) - set(self.languages))
+            if unknown:
+                raise ValueError(f"language_decoders names languages the model lacks: {unknown}")
+            make = self._decoder_factory(blocks, language_specific_layers=False)
+            own = LanguageSpecific(make, sorted(cfg.language_decoders), TARGET_DECODER.index)
+            setattr(self, TARGET_DECODER.prefix, own)  # the bundle's name for it
         # Language-conditioned terms (LMS, LAA, LEE): hooks that read the call's `cond`.
         self.lms_linears = attach_lms(self, cfg.lms, self.languages)
         attach_laa(self, cfg.laa, self.languages)
@@ -312,6 +321,13 @@ class Seq2SeqTransformer(nn.Module):
             weight: torch.Tensor = own.by_lang[lang].weight
             return weight
         return self.embed_tokens.weight
+
+    def decoder_of(self, route: Route) -> nn.Module:
+        """The decoder of ``route``: its target language's own, else the shared one."""
+        own = self.target_decoder
+        if own is not None and route.tgt in own.by_lang:
+            return own.by_lang[route.tgt]
+        return resolve(self.decoder, route)
 
     def vocab_size_of(self, lang: str) -> int:
         """The size of ``lang``'s vocabulary (its own, else the shared one)."""
@@ -381,7 +397,7 @@ class Seq2SeqTransformer(nn.Module):
                 diagonal=offset
             )
         weight = self.embedding_of("tgt", cond.route.tgt)  # tied: input and output
-        h = resolve(self.decoder, cond.route)(
+        h = self.decoder_of(cond.route)(
             self.embed(tgt_in, offset, weight), memory, memory_mask, self_mask, cond, cache, gates
         )
         return nn.functional.linear(h, weight if output_ids is None else weight[output_ids])
@@ -442,7 +458,10 @@ class Seq2SeqTransformer(nn.Module):
     def route_parameter_count(self, route: Route) -> int:
         """Parameters one route actually uses (what a dense model for that route would hold)."""
         total = 0
+        own_decoder = self.target_decoder is not None and route.tgt in self.target_decoder.by_lang
         for name, p in self.named_parameters():
+            if own_decoder and name.startswith("decoder."):
+                continue  # the route decodes with its target's own decoder instead
             lang = _lang_of(name)
             if lang is None or lang in self._languages_at(name, route):
                 total += p.numel()
