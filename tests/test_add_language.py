@@ -10,12 +10,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-import sentencepiece as spm
 import torch
 
 from lsmt_bundle import load_bundle
-from lsmt_bundle.ct2 import load_translator
 from model_export.__main__ import main as model_export_main
+from tests.additions import assert_decodes_as_trained, grow, served_beams
 from tests.bundles import file_digests
 from tests.tiny import LSL_TOY_MODEL, lsl_toy_recipe, toy_sentences
 from training.add_language import AddLanguageError, freeze_all_but
@@ -91,19 +90,6 @@ def test_refused_additions(toy_data, added, tmp_path):
 # -- the bundle side: python -m model_export add-language ---------------------------------------
 
 
-def _translate(bundle_dir: Path, route: tuple[str, str], texts: list[str]):
-    """(pieces, score) of each text's best beam through the bundle's engine for ``route``."""
-    bundle = load_bundle(bundle_dir)
-    translator, _ = load_translator(bundle.assemble(*route), compute_type="float32")
-    sp = spm.SentencePieceProcessor(model_file=str(bundle.tokenizer_path))
-    tagged = [bundle.source_pieces(sp.encode(t, out_type=str), *route) for t in texts]
-    results = translator.translate_batch(
-        tagged, beam_size=2, return_scores=True, max_decoding_length=MAX_LEN
-    )
-    return [(r.hypotheses[0], round(r.scores[0], 5)) for r in results]
-
-
-MAX_LEN = 24
 EN = [row["en"] for row in toy_sentences(4, seed=9)]
 
 
@@ -113,9 +99,7 @@ def grown(added_language, tmp_path_factory):
     _, add, exported = added_language
     bundle = tmp_path_factory.mktemp("grown") / "bundle"
     shutil.copytree(exported, bundle)
-    before = file_digests(bundle)
-    en_fr = _translate(bundle, ("en", "fr"), EN)
-    model_export_main(["add-language", str(bundle), "--from", str(add), "--which", "last"])
+    before, en_fr = grow(bundle, add, EN)
     return bundle, before, en_fr
 
 
@@ -135,27 +119,14 @@ def test_only_the_new_modules_and_the_manifest_are_written(grown):
 
 def test_existing_routes_translate_exactly_as_before(grown):
     bundle, _, en_fr = grown
-    assert _translate(bundle, ("en", "fr"), EN) == en_fr
+    assert served_beams(bundle, ("en", "fr"), EN) == en_fr
 
 
 def test_a_new_route_is_the_trained_model(grown, added):
     """en->de through the grown bundle decodes as the PyTorch model of the addition does."""
-    from training.checkpoint import load_model
-    from training.search import greedy_search
-
-    bundle_dir, _, _ = grown
-    model, _, _ = load_model(added[1], which="last")
-    bundle = load_bundle(bundle_dir)
-    translator, _ = load_translator(bundle.assemble("en", "de"), compute_type="float32")
-    sp = spm.SentencePieceProcessor(model_file=str(bundle.tokenizer_path))
+    decoded = assert_decodes_as_trained(grown[0], added[1], ("en", "de"), EN)
     vocab = set(load_checkpoint(added[1], "last")["extra"]["target_vocab"]["ids"]["de"])
-    for text in EN:
-        pieces = bundle.source_pieces(sp.encode(text, out_type=str), "en", "de")
-        got = translator.translate_batch([pieces], beam_size=1, max_decoding_length=MAX_LEN)
-        ids = torch.tensor([[sp.piece_to_id(p) for p in pieces]])
-        want = greedy_search(model, ids, Route("en", "de"), max_len=MAX_LEN)[0]
-        assert set(want.tokens) <= vocab  # the model decodes into German's vocabulary
-        assert [sp.piece_to_id(p) for p in got[0].hypotheses[0]] == want.tokens
+    assert all(set(tokens) <= vocab for tokens in decoded)  # into German's vocabulary
 
 
 def test_an_addition_that_does_not_fit_leaves_the_bundle_unchanged(

@@ -17,22 +17,17 @@ import torch
 
 from lsmt_bundle import BundleError, load_bundle
 from lsmt_bundle.assembly import take_own_decoder
-from lsmt_bundle.ct2 import load_translator
 from lsmt_bundle.storage import max_error
 from lsmt_core.manifest import TARGET_DECODER
-from model_export.__main__ import main as model_export_main
 from model_export.to_checkpoint import checkpoint_from_bundle
-from server.bundles import ServedBundle
+from tests.additions import assert_decodes_as_trained, grow, served_beams
 from tests.bundles import file_digests
 from tests.tiny import LSL_TOY_MODEL, lsl_toy_recipe, toy_sentences
-from training.checkpoint import load_checkpoint, load_model
-from training.model import Route
+from training.checkpoint import load_checkpoint
 from training.recipe import RecipeError, load_recipe
-from training.search import greedy_search
 from training.trainer import Trainer
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_thread")]
-MAX_LEN = 24
 TEXTS = {lang: [row[lang] for row in toy_sentences(4, seed=11)] for lang in ("de", "en", "fr")}
 OWN_DECODER_MODEL = {**LSL_TOY_MODEL, "language_decoders": ["de"]}
 
@@ -54,25 +49,10 @@ def german(added_language, toy_data, tmp_path_factory) -> dict[str, Path]:
     return {"weights": weights, "run": root / "add", "bundle": grown}
 
 
-def _translate(bundle_dir: Path, route: tuple[str, str], texts: list[str]):
-    served = ServedBundle(load_bundle(bundle_dir))
-    translator, _ = load_translator(served.bundle.assemble(*route), compute_type="float32")
-    results = translator.translate_batch(
-        [served.encode(t, *route) for t in texts],
-        beam_size=2,
-        return_scores=True,
-        max_decoding_length=MAX_LEN,
-    )
-    return [(r.hypotheses[0], round(r.scores[0], 5)) for r in results]
-
-
 @pytest.fixture(scope="module")
 def grown(german) -> tuple[Path, dict[str, str], list]:
     bundle = german["bundle"]
-    before, en_fr = file_digests(bundle), _translate(bundle, ("en", "fr"), TEXTS["en"])
-    model_export_main(
-        ["add-language", str(bundle), "--from", str(german["run"]), "--which", "last"]
-    )
+    before, en_fr = grow(bundle, german["run"], TEXTS["en"])
     return bundle, before, en_fr
 
 
@@ -101,7 +81,7 @@ def test_the_bundle_gains_german_and_its_decoder_only(grown):
     german_module = opened.read_module("tgt/de")
     assert any(k.startswith("target_decoder.layers.") for k in german_module)
     assert not any(k.startswith("target_decoder.") for k in opened.read_module("tgt/fr"))
-    assert _translate(bundle, ("en", "fr"), TEXTS["en"]) == en_fr
+    assert served_beams(bundle, ("en", "fr"), TEXTS["en"]) == en_fr
 
 
 @pytest.mark.parametrize("route", [("en", "de"), ("fr", "de"), ("de", "en")])
@@ -109,22 +89,13 @@ def test_german_routes_decode_as_the_trained_model(grown, german, route):
     """Greedy through the bundle's engine == greedy in PyTorch: into German with German's
     decoder (fr->de never trained: zero-shot), out of German with the shared one."""
     bundle_dir, _, _ = grown
-    model, _, _ = load_model(german["run"], which="last")
-    served = ServedBundle(load_bundle(bundle_dir))
-    dense = served.bundle.assemble(*route)
-    shared = served.bundle.read_module("shared")
-    own = served.bundle.read_module("tgt/de")
+    assert_decodes_as_trained(bundle_dir, german["run"], route, TEXTS[route[0]])
+    bundle = load_bundle(bundle_dir)
+    dense = bundle.assemble(*route)
     name = "decoder.layers.0.ffn.fc1.weight"
-    expected = own["target_decoder.layers.0.ffn.fc1.weight"] if route[1] == "de" else shared[name]
+    own = bundle.read_module("tgt/de")["target_decoder.layers.0.ffn.fc1.weight"]
+    expected = own if route[1] == "de" else bundle.read_module("shared")[name]
     assert (dense.weights[name] == expected).all()
-    translator, _ = load_translator(dense, compute_type="float32")
-    sp = served.tokenizer(route[0])
-    for text in TEXTS[route[0]]:
-        pieces = served.encode(text, *route)
-        got = translator.translate_batch([pieces], beam_size=1, max_decoding_length=MAX_LEN)
-        ids = torch.tensor([[sp.piece_to_id(p) for p in pieces]])
-        want = greedy_search(model, ids, Route(*route), max_len=MAX_LEN)[0]
-        assert [sp.piece_to_id(p) for p in got[0].hypotheses[0]] == want.tokens
 
 
 def test_the_grown_bundle_comes_back_as_the_trained_model(grown, german):

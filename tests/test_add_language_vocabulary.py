@@ -16,20 +16,17 @@ import sentencepiece as spm
 import torch
 
 from lsmt_bundle import load_bundle
-from lsmt_bundle.ct2 import load_translator
-from model_export.__main__ import main as model_export_main
 from server.bundles import ServedBundle
+from tests.additions import assert_decodes_as_trained, grow, served_beams
 from tests.bundles import file_digests
 from tests.tiny import LSL_TOY_MODEL, lsl_toy_recipe, toy_sentences
-from training.checkpoint import NewVocabularies, init_from_checkpoint, load_checkpoint, load_model
-from training.model import Route, build_model
+from training.checkpoint import NewVocabularies, init_from_checkpoint, load_checkpoint
+from training.model import build_model
 from training.recipe import load_recipe
-from training.search import greedy_search
 from training.tokenizer import Tokenizer, train
 from training.trainer import Trainer
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_thread")]
-MAX_LEN = 24
 TEXTS = {lang: [row[lang] for row in toy_sentences(4, seed=9)] for lang in ("de", "en")}
 
 
@@ -53,25 +50,10 @@ def german(added_language, toy_data, tmp_path_factory) -> dict[str, Path]:
     return {"weights": weights, "tokenizer": root / "de_tok", "run": root / "add", "bundle": grown}
 
 
-def _translate(bundle_dir: Path, route: tuple[str, str], texts: list[str]):
-    served = ServedBundle(load_bundle(bundle_dir))
-    translator, _ = load_translator(served.bundle.assemble(*route), compute_type="float32")
-    results = translator.translate_batch(
-        [served.encode(t, *route) for t in texts],
-        beam_size=2,
-        return_scores=True,
-        max_decoding_length=MAX_LEN,
-    )
-    return [(r.hypotheses[0], round(r.scores[0], 5)) for r in results]
-
-
 @pytest.fixture(scope="module")
 def grown(german) -> tuple[Path, dict[str, str], list]:
     bundle = german["bundle"]
-    before, en_fr = file_digests(bundle), _translate(bundle, ("en", "fr"), TEXTS["en"])
-    model_export_main(
-        ["add-language", str(bundle), "--from", str(german["run"]), "--which", "last"]
-    )
+    before, en_fr = grow(bundle, german["run"], TEXTS["en"])
     return bundle, before, en_fr
 
 
@@ -123,23 +105,14 @@ def test_the_bundle_gains_german_and_its_tokenizer_only(grown):
     opened = load_bundle(bundle)
     assert set(opened.verify().values()) == {"ok"}
     assert opened.manifest.language_tokenizers["de"].vocab_size == 380
-    assert _translate(bundle, ("en", "fr"), TEXTS["en"]) == en_fr
+    assert served_beams(bundle, ("en", "fr"), TEXTS["en"]) == en_fr
 
 
 @pytest.mark.parametrize("route", [("en", "de"), ("de", "en"), ("de", "fr")])
 def test_german_routes_decode_as_the_trained_model(grown, german, route):
     """Greedy through the bundle's engine == greedy in PyTorch, with German's own ids."""
     bundle_dir, _, _ = grown
-    model, _, _ = load_model(german["run"], which="last")
     served = ServedBundle(load_bundle(bundle_dir))
-    translator, _ = load_translator(served.bundle.assemble(*route), compute_type="float32")
-    src_sp, tgt_sp = served.tokenizer(route[0]), served.tokenizer(route[1])
     de = spm.SentencePieceProcessor(model_file=str(german["tokenizer"] / "spm.model"))
     assert served.pieces(TEXTS["de"][0], "de") == de.encode(TEXTS["de"][0], out_type=str)
-    for text in TEXTS[route[0]]:
-        pieces = served.encode(text, *route)
-        got = translator.translate_batch([pieces], beam_size=1, max_decoding_length=MAX_LEN)
-        ids = torch.tensor([[src_sp.piece_to_id(p) for p in pieces]])
-        want = greedy_search(model, ids, Route(*route), max_len=MAX_LEN)[0]
-        assert [tgt_sp.piece_to_id(p) for p in got[0].hypotheses[0]] == want.tokens
-        assert served.decode(got[0].hypotheses[0], route[1]) == tgt_sp.decode(want.tokens)
+    assert_decodes_as_trained(bundle_dir, german["run"], route, TEXTS[route[0]])
