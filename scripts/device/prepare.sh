@@ -16,7 +16,7 @@ LIMIT=$((64 << 20))
 mkdir -p "$KIT"
 pins=$("$PY" -c 'from importlib.metadata import version as v
 print(" ".join(f"{n}=={v(n)}" for n in ("pydantic", "pydantic-core", "annotated-types",
-      "typing-inspection", "py3langid", "sentencepiece", "xxhash")))')
+      "typing-inspection", "py3langid", "sentencepiece")))')
 platforms=()
 for p in manylinux_2_28_x86_64 manylinux_2_27_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64; do
     platforms+=(--platform "$p")
