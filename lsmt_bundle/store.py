@@ -8,8 +8,9 @@
       modules/src/<lang>.safetensors   (only when some weights are source-indexed)
       modules/tgt/<lang>.safetensors   (target-indexed weights, target vocabulary ids)
 
-Every file the manifest lists carries its size and SHA-256 (``Manifest.files``); bundles
-written before checksums existed list none and are read unchecked.
+Every file the manifest lists carries its size, SHA-256 and XXH3-128 (``Manifest.files``;
+reads check the XXH3, or the SHA-256 where a bundle written before 2026-11-25 has no XXH3);
+bundles written before checksums existed list none and are read unchecked.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import xxhash
 from pydantic import ValidationError
 from safetensors.numpy import save_file
 
@@ -86,7 +88,11 @@ def read_manifest(root: Path) -> Manifest:
 
 
 def digest(data: bytes) -> FileDigest:
-    return FileDigest(bytes=len(data), sha256=hashlib.sha256(data).hexdigest())
+    return FileDigest(
+        bytes=len(data),
+        sha256=hashlib.sha256(data).hexdigest(),
+        xxh3_128=xxhash.xxh3_128_hexdigest(data),
+    )
 
 
 def check_digest(manifest: Manifest, rel: str, data: bytes) -> None:
@@ -97,5 +103,9 @@ def check_digest(manifest: Manifest, rel: str, data: bytes) -> None:
         return
     if len(data) != want.bytes:
         raise BundleError(f"{rel}: {len(data)} bytes, the manifest recorded {want.bytes}")
-    if hashlib.sha256(data).hexdigest() != want.sha256:
+    if want.xxh3_128 is not None:
+        intact = xxhash.xxh3_128_hexdigest(data) == want.xxh3_128
+    else:
+        intact = hashlib.sha256(data).hexdigest() == want.sha256
+    if not intact:
         raise BundleError(f"{rel}: checksum mismatch (corrupted or modified since export)")

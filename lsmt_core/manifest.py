@@ -153,10 +153,23 @@ class TargetVocab(_Strict):
 
 
 class FileDigest(_Strict):
-    """Size and SHA-256 of one bundle file, recorded at export and checked when it is read."""
+    """Size and checksums of one bundle file, recorded at export and checked when it is read."""
 
     bytes: int
     sha256: str
+    """What the file is named by (the engine cache's keys, language additions' comparisons)."""
+    xxh3_128: str | None = None
+    """What a read checks when present (XXH3-128, about 9x SHA-256's speed: 5 ms instead of
+    44 for a d512 route's 60 MB of modules); recorded since 2026-11-25, so older bundles are
+    checked with ``sha256``. Like it, a guard against damage, not tampering: whoever can
+    change a module can change the manifest."""
+
+    @model_serializer(mode="wrap")
+    def _omit_missing_xxh3(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if self.xxh3_128 is None and isinstance(data, dict):
+            data.pop("xxh3_128", None)
+        return data
 
 
 class TokenizerInfo(_Strict):

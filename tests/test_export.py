@@ -176,6 +176,17 @@ def test_flipped_bytes_fail_the_route_and_verify_names_the_file(separate: TinyBu
     assert bundle.assemble("de", "en").weights  # other routes still assemble
     assert bundle.verify()["modules/tgt/fr.safetensors"].startswith("checksum mismatch")
     assert export_main(["verify", str(copy)]) == 1
+    # a manifest written before XXH3 was recorded: the same bytes caught by its SHA-256
+    manifest = json.loads((copy / "manifest.json").read_text())
+    assert all(set(d) == {"bytes", "sha256", "xxh3_128"} for d in manifest["files"].values())
+    for record in manifest["files"].values():
+        del record["xxh3_128"]
+    (copy / "manifest.json").write_text(json.dumps(manifest))
+    old = load_bundle(copy)
+    assert old.manifest.files["modules/shared.safetensors"].xxh3_128 is None
+    assert old.verify()["modules/tgt/fr.safetensors"].startswith("checksum mismatch")
+    assert old.verify()["modules/shared.safetensors"] == "ok"
+    assert "xxh3_128" not in old.manifest.model_dump_json()  # and written back as it was
 
 
 def test_every_written_file_has_a_digest_and_old_bundles_still_load(separate: TinyBundle, tmp_path):
