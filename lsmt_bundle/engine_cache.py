@@ -229,7 +229,7 @@ def load_route_engine(
     """The route's engine and its weights' bytes (what the server loads): from the cache when
     it holds it, else built straight into a new entry and opened from there (without a cache:
     from a temporary directory). ``options`` are :func:`lsmt_bundle.engines.open_engine`'s."""
-    from .engines import open_engine, open_route_engine_on_disk
+    from .engines import open_engine, open_route_engine_on_disk, return_freed_memory
 
     key = None if cache_ is None else engine_key(bundle, src, tgt, quantization)
     if cache_ is None or key is None:
@@ -242,7 +242,9 @@ def load_route_engine(
         cache_.discard(key)
     entry = _build_entry(cache_, key, bundle, src, tgt, quantization)
     try:
-        return open_engine(entry, **options)
+        engine = open_engine(entry, **options)
+        return_freed_memory()
+        return engine
     except Exception:
         if entry.is_dir():
             raise  # the engine's own failure

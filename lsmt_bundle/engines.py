@@ -9,7 +9,10 @@ functions and never ask which kind a route has.
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +65,29 @@ def open_route_engine_on_disk(
     (measured: 23.9 MiB resident for an 11.1 MiB engine, 12.6 MiB from a directory), so a
     server that holds many engines reads them from disk."""
     with tempfile.TemporaryDirectory(prefix="lsmt-engine-") as tmp:
-        return open_engine(save_route_engine(bundle, src, tgt, quantization, tmp), **options)
+        engine = open_engine(save_route_engine(bundle, src, tgt, quantization, tmp), **options)
+    return_freed_memory()
+    return engine
+
+
+def return_freed_memory() -> None:
+    """Give the memory an assembly freed back to the system; called after a route was built.
+    glibc keeps it otherwise: once a large block is freed, its mmap threshold rises (up to 32
+    MiB), so the next assembly's arrays come from the heap, and the heap keeps what they leave
+    behind. Measured on the default model (engines of 11.1 MiB): 16.5 MiB resident per engine
+    without, 12.7 with. Not after loading a built engine: the next load would fault the pages
+    back in (a d512 engine's load, 66 -> 85 ms)."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    try:
+        return ctypes.CDLL(None).malloc_trim  # glibc
+    except (OSError, AttributeError):
+        return None
 
 
 def load_engine(dense: DenseModel, compute_type: str = "int8", **options: Any) -> tuple[Any, int]:

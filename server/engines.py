@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import functools
 import logging
 import time
@@ -54,7 +53,7 @@ def default_loader(bundle: Any, src: str, tgt: str, settings: Settings) -> tuple
     from lsmt_bundle.ct2 import saved_quantization
     from lsmt_bundle.engine_cache import load_route_engine
 
-    engine = load_route_engine(
+    return load_route_engine(
         engine_cache(settings),
         bundle,
         src,
@@ -66,27 +65,6 @@ def default_loader(bundle: Any, src: str, tgt: str, settings: Settings) -> tuple
         inter_threads=settings.engine_workers,
         intra_threads=settings.resolved_intra_threads,
     )
-    return_freed_memory()
-    return engine
-
-
-@functools.cache
-def _malloc_trim() -> Callable[[int], int] | None:
-    try:
-        return ctypes.CDLL(None).malloc_trim  # glibc
-    except (OSError, AttributeError):
-        return None
-
-
-def return_freed_memory() -> None:
-    """Give the memory freed after an assembly back to the system. glibc keeps it otherwise:
-    once a large block is freed, its mmap threshold rises (up to 32 MiB), so the next
-    assembly's arrays come from the heap, and the heap keeps what they leave behind. Measured
-    on the default model (engines of 11.1 MiB): 16.5 MiB resident per engine without, 12.7
-    with."""
-    trim = _malloc_trim()
-    if trim is not None:
-        trim(0)
 
 
 @functools.cache
