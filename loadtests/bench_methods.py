@@ -55,7 +55,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--batch-tokens", type=int, default=2048)
     p.add_argument("--pairs-per-route", type=int, default=1000)
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--set", nargs="*", metavar="KEY=VALUE", help="overrides for every recipe")
+    p.add_argument("--set", nargs="*", action="extend", metavar="KEY=VALUE",
+                   help="overrides for every recipe (repeatable)")  # fmt: skip
     p.add_argument("--out", type=Path, default=Path("runs/bench_methods"))
     return p.parse_args(argv)
 

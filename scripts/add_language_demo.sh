@@ -16,7 +16,7 @@ PY=${PY:-.venv/bin/python}
 STEPS=${STEPS:-}
 TIME_LIMIT=${TIME_LIMIT:-}
 EVAL_SENTENCES=${EVAL_SENTENCES:-500}
-ARMS=${ARMS:-shared own own_decoder}
+ARMS=${ARMS:-shared own shared_decoder own_decoder}
 SHIPPED=models/default
 DATA=data/add_de
 RECIPE=training/recipes/default_add_de_8-2.yaml
@@ -40,9 +40,10 @@ for arm in $ARMS; do
         case $arm in
             shared) ;;
             own) args+=(--set "data.language_tokenizers.de=$DATA/tokenizer_de") ;;
+            shared_decoder) args+=(--set "model.language_decoders=[de]") ;;
             own_decoder) args+=(--set "data.language_tokenizers.de=$DATA/tokenizer_de"
-                                --set "model.language_decoders=[de]") ;;
-            *) echo "unknown arm $arm (shared, own, own_decoder)" >&2; exit 2 ;;
+                                "model.language_decoders=[de]") ;;
+            *) echo "unknown arm $arm (shared, own, shared_decoder, own_decoder)" >&2; exit 2 ;;
         esac
     fi
     $PY -m training.train "${args[@]}" --out "$run" ${STEPS:+--max-steps "$STEPS"} \

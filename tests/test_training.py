@@ -265,6 +265,16 @@ def test_cuda_mixed_precision(toy_data, tmp_path, precision):
     assert load_checkpoint(tmp_path / "cuda" / "last.pt", "last")["step"] == 6
 
 
+def test_cli_set_is_repeatable():
+    """`--set a --set b` keeps both overrides (the add-language demo's own_decoder arm lost
+    its tokenizer to the default argparse action, which kept only the last)."""
+    from training.train import parse_args
+
+    args = parse_args(["--out", "x", "--set", "a=1", "b=2", "--set", "c=[de]"])
+    assert args.set == ["a=1", "b=2", "c=[de]"]
+    assert parse_args(["--out", "x"]).set == []
+
+
 def test_cli_run_outputs(tiny_run):
     for name in (
         "last.pt",

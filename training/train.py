@@ -61,7 +61,7 @@ def prepare(args: argparse.Namespace) -> tuple[Recipe, dict[str, Any] | None]:
     return load_recipe(args.config, overrides), None
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(
         prog="python -m training.train",
         description=__doc__,
@@ -79,9 +79,15 @@ def main(argv: list[str] | None = None) -> int:
         metavar="MINUTES",
         help="stop after this much training time, saving last.pt (continue with --resume)",
     )
-    ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="recipe overrides")
+    # extend: `--set a=1 --set b=2` keeps both (the default action kept only the last)
+    ap.add_argument("--set", nargs="*", action="extend", default=[], metavar="KEY=VALUE",
+                    help="recipe overrides (repeatable)")  # fmt: skip
     ap.add_argument("--no-progress", action="store_true")
-    args = ap.parse_args(argv)
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     try:
         recipe, ckpt = prepare(args)
     except RecipeError as err:
