@@ -315,15 +315,14 @@ def donor_name(name: str, donors: dict[str, str]) -> str:
     return language_specific_name(prefix, donors[lang], rest)
 
 
-def own_decoder_sources(name: str, donors: dict[str, str]) -> list[str]:
+def own_decoder_source(name: str) -> str | None:
     """Where a language's own decoder (``target_decoder.by_lang.<lang>.rest``) starts from:
-    its donor's decoder (a separate one), else the shared decoder (what the donor used)."""
+    the shared decoder, the one its donor used (``model.language_decoders`` needs a shared
+    decoder); None for any other parameter."""
     parts = split_language_specific(name)
     if parts is None or parts[0] != TARGET_DECODER.prefix:
-        return []
-    _, lang, rest = parts
-    donor = language_specific_name("decoder", donors[lang], rest) if lang in donors else None
-    return [n for n in (donor, f"decoder.{rest}") if n is not None]
+        return None
+    return f"decoder.{parts[2]}"
 
 
 def _source_name(name: str, mode: str, n_enc: tuple[int, int], n_dec: tuple[int, int]) -> str:
@@ -386,9 +385,9 @@ def init_from_checkpoint(
             new_state[name] = tensor  # the new decoder starts at random (Shallow paper 3.2)
             continue
         cand = _source_name(name, mode, n_enc, n_dec)
-        own_decoder = own_decoder_sources(cand, donors or {})
-        for c in (donor_name(cand, donors or {}), cand, shared_name(cand), *own_decoder):
-            if c in state and state[c].shape == tensor.shape:
+        own_decoder = own_decoder_source(cand)
+        for c in (donor_name(cand, donors or {}), cand, shared_name(cand), own_decoder):
+            if c is not None and c in state and state[c].shape == tensor.shape:
                 new_state[name] = state[c]
                 mapping[name] = c
                 break
