@@ -1,7 +1,7 @@
 """A bundle opened for reading: its manifest, tokenizer pieces and lazily read modules.
 
 Numpy only: the server imports this without torch. Opening checks the manifest and the
-tokenizer; each module is checked against its recorded size and SHA-256 when it is read, so a
+tokenizer; each module is checked against its recorded size and checksum when it is read, so a
 corrupted module fails its routes (``BundleError`` naming the file), never serves garbage.
 """
 
@@ -113,7 +113,7 @@ class Bundle:
         return {rel: self.verify_file(rel) for rel in self.manifest.files}
 
     def verify_file(self, rel: str) -> str:
-        """One recorded file against its size and SHA-256: "ok" or what is wrong."""
+        """One recorded file against its size and checksum: "ok" or what is wrong."""
         try:
             check_digest(self.manifest, rel, (self.path / rel).read_bytes())
         except FileNotFoundError:

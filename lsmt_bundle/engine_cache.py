@@ -35,12 +35,11 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import xxhash
-
 from .bundle import Bundle
+from .store import SHA256, XXH3, hexdigest
 
 CONTENTS = "contents.json"
-CHECKSUM = "xxh3_128"
+CHECKSUM = XXH3
 
 
 @cache
@@ -95,7 +94,7 @@ class EngineCache:
 
     def get(self, key: str, verify: bool = True) -> Path | None:
         """The entry's directory; None (the entry removed) when absent or damaged. Checked
-        whole (every file's SHA-256), or with ``verify=False`` only its file list and sizes:
+        whole (every file's checksum), or with ``verify=False`` only its file list and sizes:
         the caller then checks it with :meth:`intact` before using what it loads."""
         entry = self.root / key
         if not entry.is_dir():
@@ -162,7 +161,7 @@ class EngineCache:
         try:
             contents = json.loads((entry / CONTENTS).read_text())
             for name, want in contents.items():
-                kind = CHECKSUM if CHECKSUM in want else "sha256"
+                kind = CHECKSUM if CHECKSUM in want else SHA256
                 if _checksum(entry / name, kind, want["bytes"]) != want[kind]:
                     return False
         except (OSError, ValueError, KeyError, TypeError):
@@ -178,15 +177,9 @@ def _checksum(path: Path, kind: str, size: int | None = None) -> str | None:
         if size is not None and actual != size:
             return None
         if actual == 0:
-            return _hash(kind, b"")
+            return hexdigest(kind, b"")
         with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as view:
-            return _hash(kind, view)
-
-
-def _hash(kind: str, data: Any) -> str:
-    if kind == CHECKSUM:
-        return xxhash.xxh3_128_hexdigest(data)
-    return hashlib.sha256(data).hexdigest()
+            return hexdigest(kind, view)
 
 
 def _sizes_listed(entry: Path) -> bool:

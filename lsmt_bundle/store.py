@@ -19,6 +19,7 @@ import hashlib
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import xxhash
@@ -87,11 +88,22 @@ def read_manifest(root: Path) -> Manifest:
         raise BundleError(f"invalid manifest {manifest_path}: {exc}") from exc
 
 
+XXH3, SHA256 = "xxh3_128", "sha256"
+
+
+def hexdigest(kind: str, data: Any) -> str:
+    """``data``'s checksum (bytes or any buffer, e.g. a memory map) of ``kind``: XXH3-128,
+    what reads check, or SHA-256, what bundles and cache entries written before it list."""
+    if kind == XXH3:
+        return xxhash.xxh3_128_hexdigest(data)
+    return hashlib.sha256(data).hexdigest()
+
+
 def digest(data: bytes) -> FileDigest:
     return FileDigest(
         bytes=len(data),
-        sha256=hashlib.sha256(data).hexdigest(),
-        xxh3_128=xxhash.xxh3_128_hexdigest(data),
+        sha256=hexdigest(SHA256, data),
+        xxh3_128=hexdigest(XXH3, data),
     )
 
 
@@ -103,9 +115,6 @@ def check_digest(manifest: Manifest, rel: str, data: bytes) -> None:
         return
     if len(data) != want.bytes:
         raise BundleError(f"{rel}: {len(data)} bytes, the manifest recorded {want.bytes}")
-    if want.xxh3_128 is not None:
-        intact = xxhash.xxh3_128_hexdigest(data) == want.xxh3_128
-    else:
-        intact = hashlib.sha256(data).hexdigest() == want.sha256
-    if not intact:
+    kind = XXH3 if want.xxh3_128 is not None else SHA256
+    if hexdigest(kind, data) != (want.xxh3_128 if kind == XXH3 else want.sha256):
         raise BundleError(f"{rel}: checksum mismatch (corrupted or modified since export)")
