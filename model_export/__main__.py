@@ -2,7 +2,7 @@
 
 python -m model_export --checkpoint RUN_DIR --out BUNDLE_DIR [options]
 python -m model_export build-engines BUNDLE_DIR --routes de-en,en-fr --out ENGINES_DIR
-python -m model_export verify BUNDLE_DIR      # every file against its recorded SHA-256
+python -m model_export verify BUNDLE_DIR      # every file against its recorded checksum
 python -m model_export checkpoint BUNDLE_DIR --out FILE.pt   # weights back, for init_from
 python -m model_export add-language BUNDLE_DIR --from RUN    # a trained addition's modules
 """
@@ -310,7 +310,7 @@ def corpus_provenance(stats_file: Path) -> dict | None:
 
 def verify_main(argv: list[str]) -> int:
     """``python -m model_export verify BUNDLE``: check every file against its recorded size and
-    SHA-256; exit 1 if any is missing or differs."""
+    checksum (XXH3-128 where recorded, else SHA-256); exit 1 if any is missing or differs."""
     p = argparse.ArgumentParser(
         prog="python -m model_export verify", description=verify_main.__doc__
     )
