@@ -43,7 +43,7 @@ from .server_process import ROOT, ServerProcess
 
 NTREX = ROOT / "training" / "data" / "ntrex128" / "newstest2019-src.eng.txt"
 POLICIES = ("fifo", "fair", "express")
-STAGES = ("tokenize", "queue", "decode", "detokenize")  # server.timing's, without total
+STAGES = ("tokenize", "queue", "decode", "check", "detokenize")  # server.timing's, without total
 SPLIT = (*STAGES, "between", "outside")  # a small request's latency, whole
 
 

@@ -32,7 +32,7 @@ LATENCY_BUCKETS = (
 )
 SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 TOKEN_BUCKETS = (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
-STAGES = ("queue_wait", "tokenize", "translate", "detokenize")
+STAGES = ("queue_wait", "tokenize", "translate", "check", "detokenize")
 REJECT_REASONS = ("queue_full", "timeout", "engine_unavailable")
 TIERS = ("device", "host")
 RETRY_OUTCOMES = ("improved", "kept", "not_run")
@@ -80,8 +80,8 @@ class Metrics:
         """The translation pipeline: stages, batches, tokens, queues, refusals."""
         self.stage_latency = Histogram(
             "lsmt_stage_duration_seconds",
-            "Time per stage: queue_wait (per request), tokenize and detokenize (per request), "
-            "translate (per batch).",
+            "Time per stage: queue_wait, tokenize, check (output checks) and detokenize per "
+            "request; translate per batch.",
             ["stage"],
             buckets=LATENCY_BUCKETS,
             registry=r,

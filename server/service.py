@@ -30,7 +30,10 @@ from .validation import Options, validate_options, validate_texts
 
 AUTO = "auto"
 INLINE_PREP_CHARS = 2000  # larger requests are prepared in a worker thread
-INLINE_CHECK_SENTENCES = 64  # and their outputs checked in one (about 0.3 ms a sentence)
+# and the outputs of more sentences than this are checked in one (0.1-0.3 ms a sentence): a
+# document's 64 sentences checked on the event loop held it for 10-20 ms, which the short
+# requests beside it waited (issue 27)
+INLINE_CHECK_SENTENCES = 8
 
 
 @dataclass
@@ -423,15 +426,29 @@ class TranslationService:
         """The flags of every sentence's best hypothesis (``server.output_checks``). Flagged
         sentences are decoded once more with the retry settings; the retry's hypotheses
         replace the first ones when they carry fewer flags. A retry that cannot run (queue
-        full, deadline, engine) leaves the first ones: the request still gets its answer."""
+        full, deadline, engine) leaves the first ones: the request still gets its answer.
+        The checking (not the retry's decoding, which is in ``queue`` and ``decode``) is the
+        request's ``check`` stage."""
+        checking = timing.Stopwatch()
+        try:
+            return await self._check_and_retry(
+                sentences, hypotheses, target, decode, deadline, client, checking
+            )
+        finally:
+            timing.record("check", checking.seconds)
+            self.metrics.stage_latency.labels("check").observe(checking.seconds)
 
-        def check(members: list[Sentence]) -> dict[tuple[int, int], set[Flag]]:
-            return {s.index: self._flags(s, hypotheses[s.index][0], target) for s in members}
-
-        if len(sentences) > INLINE_CHECK_SENTENCES:
-            flags = await asyncio.to_thread(check, sentences)
-        else:
-            flags = check(sentences)
+    async def _check_and_retry(
+        self,
+        sentences: list[Sentence],
+        hypotheses: SentenceHypotheses,
+        target: str,
+        decode: DecodeOptions,
+        deadline: float,
+        client: str,
+        checking: timing.Stopwatch,
+    ) -> dict[tuple[int, int], set[Flag]]:
+        flags = await self._flags_of(sentences, hypotheses, target, checking)
         flagged = [s for s in sentences if flags[s.index]]
         for s in flagged:
             for flag in flags[s.index]:
@@ -449,13 +466,33 @@ class TranslationService:
         except (QueueFull, TimeoutError, EngineUnavailable, ShuttingDown):
             self.metrics.output_retries.labels("not_run").inc(len(flagged))
             return flags
+        flags_again = await self._flags_of(flagged, again, target, checking)
         for s in flagged:
-            after = self._flags(s, again[s.index][0], target)
+            after = flags_again[s.index]
             better = len(after) < len(flags[s.index])
             if better:
                 hypotheses[s.index], flags[s.index] = again[s.index], after
             self.metrics.output_retries.labels("improved" if better else "kept").inc()
         return flags
+
+    async def _flags_of(
+        self,
+        members: list[Sentence],
+        hypotheses: SentenceHypotheses,
+        target: str,
+        checking: timing.Stopwatch,
+    ) -> dict[tuple[int, int], set[Flag]]:
+        """The flags of each member's best hypothesis, timed on ``checking``. More than a
+        few members are checked in a worker thread, so the event loop keeps serving other
+        requests meanwhile."""
+
+        def check() -> dict[tuple[int, int], set[Flag]]:
+            return {s.index: self._flags(s, hypotheses[s.index][0], target) for s in members}
+
+        with checking:
+            if len(members) > INLINE_CHECK_SENTENCES:
+                return await asyncio.to_thread(check)
+            return check()
 
     # Rejoining -------------------------------------------------------------------------------
 

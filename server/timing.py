@@ -1,7 +1,8 @@
 """Where one request's time went, answered in its ``Server-Timing`` header (W3C Server Timing;
 browsers' developer tools show it): ``tokenize`` (splitting and SentencePiece),
 ``queue`` (until its first sentence was in a batch), ``decode`` (from then until its last
-sentence was translated, an engine load included), ``detokenize``, and ``total`` (the
+sentence was translated, an engine load included), ``check`` (the output checks, when on),
+``detokenize``, and ``total`` (the
 request inside the server, until its answer starts). A request decoded on several engines at
 once reports the longest ``queue`` and ``decode``; on the cluster's ingress ``decode`` is the
 call to the translator replica (its queue included). The Prometheus stage histograms hold the
@@ -10,7 +11,9 @@ same stages over all requests; this says which stage a slow request lost its tim
 
 from __future__ import annotations
 
+import time
 from contextvars import ContextVar
+from types import TracebackType
 
 # The current request's stage seconds: the request middleware gives each request its own dict
 # (tasks started for the request, such as one decode per engine, share it).
@@ -30,6 +33,26 @@ def record_longest(stage: str, seconds: float) -> None:
     times = STAGE_SECONDS.get()
     if times is not None:
         times[stage] = max(times.get(stage, 0.0), seconds)
+
+
+class Stopwatch:
+    """Adds up the time spent inside its ``with`` blocks (a stage run in several parts)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._start = 0.0
+
+    def __enter__(self) -> Stopwatch:
+        self._start = time.perf_counter()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.seconds += time.perf_counter() - self._start
 
 
 def server_timing(times: dict[str, float], total_s: float) -> bytes:

@@ -18,6 +18,7 @@ from server.output_checks import (
     strongest_repeat,
 )
 from server.settings import Settings
+from server.timing import parse_server_timing
 
 GUARDS = ("repetition_penalty", "no_repeat_ngram_size")
 EN = "And Jesus said unto them, Follow me, and I will make you fishers of men."
@@ -164,6 +165,9 @@ def test_a_repeating_output_is_decoded_again_and_the_retry_kept(make_server):
         assert strongest_repeat(words(t["text"]))[0] < 3
         assert metric(c, "lsmt_output_flags_total", "repetition") == 1
         assert metric(c, "lsmt_output_retries_total", "improved") == 1
+        # Both checks (first decoding, retry) are one `check` stage of the request.
+        assert parse_server_timing(r.headers["server-timing"])["check"] > 0
+        assert metric(c, "lsmt_stage_duration_seconds_count", "check") == 1
 
 
 @pytest.mark.integration
@@ -203,10 +207,13 @@ def test_a_copied_source_is_flagged_off_target(make_server):
 def test_output_checks_can_be_turned_off(make_server):
     srv = make_server(loader=crafted_loader(said_three_times), output_checks=False)
     with srv.client() as c:
-        t = c.post("/v1/translate", json={"text": EN, "source": "en", "target": "fr"}).json()
+        r = c.post("/v1/translate", json={"text": EN, "source": "en", "target": "fr"})
+        t = r.json()
         assert t["translations"][0]["warnings"] == []
         assert strongest_repeat(words(t["translations"][0]["text"]))[0] >= 3
         assert metric(c, "lsmt_output_retries_total", "improved") == 0
+        assert "check" not in parse_server_timing(r.headers["server-timing"])
+        assert metric(c, "lsmt_stage_duration_seconds_count", "check") == 0
 
 
 @pytest.mark.integration
