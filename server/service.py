@@ -431,49 +431,35 @@ class TranslationService:
         request's ``check`` stage."""
         checking = timing.Stopwatch()
         try:
-            return await self._check_and_retry(
-                sentences, hypotheses, target, decode, deadline, client, checking
+            flags = await self._flags_of(sentences, hypotheses, target, checking)
+            flagged = [s for s in sentences if flags[s.index]]
+            for s in flagged:
+                for flag in flags[s.index]:
+                    self.metrics.output_flags.labels(flag).inc()
+            if not flagged:
+                return flags
+            retry = replace(
+                decode,
+                beam_size=max(decode.beam_size, RETRY.min_beam_size),
+                repetition_penalty=RETRY.repetition_penalty,
+                no_repeat_ngram_size=RETRY.no_repeat_ngram_size,
             )
+            try:
+                again = await self._run(flagged, retry, deadline, client)
+            except (QueueFull, TimeoutError, EngineUnavailable, ShuttingDown):
+                self.metrics.output_retries.labels("not_run").inc(len(flagged))
+                return flags
+            flags_again = await self._flags_of(flagged, again, target, checking)
+            for s in flagged:
+                after = flags_again[s.index]
+                better = len(after) < len(flags[s.index])
+                if better:
+                    hypotheses[s.index], flags[s.index] = again[s.index], after
+                self.metrics.output_retries.labels("improved" if better else "kept").inc()
+            return flags
         finally:
             timing.record("check", checking.seconds)
             self.metrics.stage_latency.labels("check").observe(checking.seconds)
-
-    async def _check_and_retry(
-        self,
-        sentences: list[Sentence],
-        hypotheses: SentenceHypotheses,
-        target: str,
-        decode: DecodeOptions,
-        deadline: float,
-        client: str,
-        checking: timing.Stopwatch,
-    ) -> dict[tuple[int, int], set[Flag]]:
-        flags = await self._flags_of(sentences, hypotheses, target, checking)
-        flagged = [s for s in sentences if flags[s.index]]
-        for s in flagged:
-            for flag in flags[s.index]:
-                self.metrics.output_flags.labels(flag).inc()
-        if not flagged:
-            return flags
-        retry = replace(
-            decode,
-            beam_size=max(decode.beam_size, RETRY.min_beam_size),
-            repetition_penalty=RETRY.repetition_penalty,
-            no_repeat_ngram_size=RETRY.no_repeat_ngram_size,
-        )
-        try:
-            again = await self._run(flagged, retry, deadline, client)
-        except (QueueFull, TimeoutError, EngineUnavailable, ShuttingDown):
-            self.metrics.output_retries.labels("not_run").inc(len(flagged))
-            return flags
-        flags_again = await self._flags_of(flagged, again, target, checking)
-        for s in flagged:
-            after = flags_again[s.index]
-            better = len(after) < len(flags[s.index])
-            if better:
-                hypotheses[s.index], flags[s.index] = again[s.index], after
-            self.metrics.output_retries.labels("improved" if better else "kept").inc()
-        return flags
 
     async def _flags_of(
         self,
