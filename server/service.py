@@ -8,14 +8,10 @@ kinds of ``server.failures`` (no HTTP status here: ``server.errors`` maps them).
 from __future__ import annotations
 
 import asyncio
-import contextvars
-import functools
 import threading
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from typing import Any
 
 from lsmt_core.langid import LanguageDetector, SourceGuess
 from lsmt_core.routes import Route, route_key
@@ -33,7 +29,6 @@ from .text import Line, join_text, sentences_of, split_text
 from .validation import Options, validate_options, validate_texts
 
 AUTO = "auto"
-T = TypeVar("T")
 INLINE_PREP_CHARS = 2000  # larger requests are prepared in a worker thread
 # and the outputs of more sentences than this are checked in one (0.1-0.3 ms a sentence): a
 # document's 64 sentences checked on the event loop held it for 10-20 ms, which the short
@@ -101,8 +96,6 @@ class TranslationService:
         self.decoders = decoders
         self._detector: LanguageDetector | None = None
         self._detector_lock = threading.Lock()  # loaded once, whichever thread asks first
-        # Large requests' preparation and output checks (Settings.prep_threads)
-        self._prep = ThreadPoolExecutor(settings.prep_threads, thread_name_prefix="lsmt-prep")
 
     # Catalogue ---------------------------------------------------------------------------
 
@@ -298,7 +291,7 @@ class TranslationService:
             if sum(len(t) for t in texts) > INLINE_PREP_CHARS:
                 # Splitting and tokenizing a large request takes a while: do it in a thread so
                 # the event loop keeps serving other requests, within the request's deadline.
-                prep = self._off_loop(self._plan, texts, source, target, model, deadline, stop)
+                prep = asyncio.to_thread(self._plan, texts, source, target, model, deadline, stop)
                 plans = await asyncio.wait_for(prep, max(deadline - time.monotonic(), 0.001))
             else:
                 plans = self._plan(texts, source, target, model, deadline)
@@ -484,7 +477,7 @@ class TranslationService:
 
         with checking:
             if len(members) > INLINE_CHECK_SENTENCES:
-                return await self._off_loop(check)
+                return await asyncio.to_thread(check)
             return check()
 
     # Rejoining -------------------------------------------------------------------------------
@@ -560,11 +553,5 @@ class TranslationService:
             limit_s=self.settings.request_timeout_s,
         )
 
-    async def _off_loop(self, fn: Callable[..., T], *args: Any) -> T:
-        """``fn(*args)`` on a prep thread (``asyncio.to_thread`` on the service's own pool)."""
-        call = functools.partial(contextvars.copy_context().run, fn, *args)
-        return await asyncio.get_running_loop().run_in_executor(self._prep, call)
-
     async def close(self) -> None:
         await self.decoders.close()
-        self._prep.shutdown(wait=False, cancel_futures=True)

@@ -108,13 +108,6 @@ class Settings(BaseSettings):
         "sentences (the shortest first), so that a short request starts at once beside the "
         "running batches instead of waiting for one; 0: no express lane.",
     )
-    prep_threads: int = Field(
-        1,
-        ge=1,
-        description="Threads that prepare large requests (split, tokenize) and check their "
-        "outputs, off the event loop. That work is Python and holds the GIL, so more threads "
-        "add no throughput, only more holders for the event loop to wait behind.",
-    )
     queue_size: int = Field(
         256, ge=1, description="Requests waiting per engine; beyond it: 429 + Retry-After."
     )

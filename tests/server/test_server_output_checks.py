@@ -217,21 +217,10 @@ def test_output_checks_can_be_turned_off(make_server):
 
 
 @pytest.mark.integration
-def test_a_large_request_is_checked_too(make_server, monkeypatch):
-    """More sentences than INLINE_CHECK_SENTENCES: checked on the service's prep thread, off
-    the event loop."""
-    import threading
-
-    import server.service
+def test_a_large_request_is_checked_too(make_server):
+    """More sentences than INLINE_CHECK_SENTENCES (checked in a worker thread)."""
     from server.service import INLINE_CHECK_SENTENCES
 
-    threads = set()
-
-    def flags_on(*args):
-        threads.add(threading.current_thread().name)
-        return sentence_flags(*args)
-
-    monkeypatch.setattr(server.service, "sentence_flags", flags_on)
     srv = make_server(loader=crafted_loader(said_three_times), output_checks=True)
     sentences = INLINE_CHECK_SENTENCES + 6
     texts = [" ".join([EN] * (sentences // 2))] * 2  # one job of 70 sentences
@@ -240,4 +229,3 @@ def test_a_large_request_is_checked_too(make_server, monkeypatch):
         assert r.status_code == 200, r.text
         assert all(t["warnings"] == [] for t in r.json()["translations"])
         assert metric(c, "lsmt_output_retries_total", "improved") == sentences
-    assert {name.split("_")[0] for name in threads} == {"lsmt-prep"}
