@@ -217,10 +217,25 @@ def test_output_checks_can_be_turned_off(make_server):
 
 
 @pytest.mark.integration
-def test_a_large_request_is_checked_too(make_server):
-    """More sentences than INLINE_CHECK_SENTENCES (checked in a worker thread)."""
+def test_a_large_request_is_checked_too(make_server, monkeypatch):
+    """More sentences than INLINE_CHECK_SENTENCES: checked in a worker thread, off the event
+    loop."""
+    import asyncio
+
+    import server.service
     from server.service import INLINE_CHECK_SENTENCES
 
+    on_loop = []  # per checked sentence: whether an event loop runs in its thread
+
+    def flags_on(*args):
+        try:
+            asyncio.get_running_loop()
+            on_loop.append(True)
+        except RuntimeError:
+            on_loop.append(False)
+        return sentence_flags(*args)
+
+    monkeypatch.setattr(server.service, "sentence_flags", flags_on)
     srv = make_server(loader=crafted_loader(said_three_times), output_checks=True)
     sentences = INLINE_CHECK_SENTENCES + 6
     texts = [" ".join([EN] * (sentences // 2))] * 2  # one job of 70 sentences
@@ -229,3 +244,4 @@ def test_a_large_request_is_checked_too(make_server):
         assert r.status_code == 200, r.text
         assert all(t["warnings"] == [] for t in r.json()["translations"])
         assert metric(c, "lsmt_output_retries_total", "improved") == sentences
+    assert len(on_loop) == 2 * sentences and not any(on_loop)  # first check and the retry's
