@@ -2,11 +2,11 @@
 browsers' developer tools show it): ``tokenize`` (splitting and SentencePiece),
 ``queue`` (until its first sentence was in a batch), ``decode`` (from then until its last
 sentence was translated, an engine load included), ``check`` (the output checks, when on),
-``detokenize``, and ``total`` (the
-request inside the server, until its answer starts). A request decoded on several engines at
-once reports the longest ``queue`` and ``decode``; on the cluster's ingress ``decode`` is the
-call to the translator replica (its queue included). The Prometheus stage histograms hold the
-same stages over all requests; this says which stage a slow request lost its time in.
+``detokenize``, and ``total`` (the request inside the server, until its answer starts). A
+request decoded on several engines at once reports the longest ``queue`` and ``decode``; on
+the cluster's ingress ``decode`` is the call to the translator replica (its queue included).
+The Prometheus stage histograms hold the same stages over all requests; this says which stage
+a slow request lost its time in.
 """
 
 from __future__ import annotations
