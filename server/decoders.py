@@ -22,7 +22,7 @@ from .bundles import ServedBundle
 from .engines import EngineRegistry
 from .metrics import Metrics
 from .settings import Settings
-from .timing import record_longest
+from .timing import concurrent_stages, record_longest
 
 # The replicas that decoded the current request's sentences (cluster decoders add theirs): the
 # request middleware gives each request its own set and answers it in ``X-LSMT-Replica``.
@@ -130,25 +130,27 @@ async def decode_all(
 ) -> list[list[list[Hypothesis]]]:
     """Decode each (bundle, route, sources) group at once, one call per engine; the first
     failure is raised and the other groups cancelled, and ``TimeoutError`` after
-    ``timeout`` seconds (everything cancelled too)."""
-    tasks = [
-        asyncio.ensure_future(decoders.decode(served, route, sources, options, client))
-        for served, route, sources in groups
-    ]
-    try:
-        done, pending = await asyncio.wait(
-            tasks, timeout=max(timeout, 0.001), return_when=asyncio.FIRST_EXCEPTION
-        )
-        failed = next((t.exception() for t in done if t.exception()), None)
-        if failed is not None:
-            raise failed
-        if pending:
-            raise TimeoutError
-        return [t.result() for t in tasks]
-    finally:
-        for t in tasks:
-            if not t.done():
-                t.cancel()
-        # Wait for the cancellations, so that every job is marked cancelled before the
-        # caller answers; their exceptions are taken here (none logged as never retrieved).
-        await asyncio.gather(*tasks, return_exceptions=True)
+    ``timeout`` seconds (everything cancelled too). The request's ``queue`` and ``decode``
+    stages grow by the longest of the groups'."""
+    with concurrent_stages():
+        tasks = [
+            asyncio.ensure_future(decoders.decode(served, route, sources, options, client))
+            for served, route, sources in groups
+        ]
+        try:
+            done, pending = await asyncio.wait(
+                tasks, timeout=max(timeout, 0.001), return_when=asyncio.FIRST_EXCEPTION
+            )
+            failed = next((t.exception() for t in done if t.exception()), None)
+            if failed is not None:
+                raise failed
+            if pending:
+                raise TimeoutError
+            return [t.result() for t in tasks]
+        finally:
+            for t in tasks:
+                if not t.done():
+                    t.cancel()
+            # Wait for the cancellations, so that every job is marked cancelled before the
+            # caller answers; their exceptions are taken here (none logged as never retrieved).
+            await asyncio.gather(*tasks, return_exceptions=True)

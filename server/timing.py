@@ -3,15 +3,18 @@ browsers' developer tools show it): ``tokenize`` (splitting and SentencePiece),
 ``queue`` (until its first sentence was in a batch), ``decode`` (from then until its last
 sentence was translated, an engine load included), ``check`` (the output checks, when on),
 ``detokenize``, and ``total`` (the request inside the server, until its answer starts). A
-request decoded on several engines at once reports the longest ``queue`` and ``decode``; on
-the cluster's ingress ``decode`` is the call to the translator replica (its queue included).
+request decoded on several engines at once counts the longest ``queue`` and ``decode`` of
+them; decodings one after another (the output checks' retry after the first) add up. On the
+cluster's ingress ``decode`` is the call to the translator replica (its queue included).
 The Prometheus stage histograms hold the same stages over all requests; this says which stage
 a slow request lost its time in.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from contextvars import ContextVar
 from types import TracebackType
 
@@ -29,10 +32,29 @@ def record(stage: str, seconds: float) -> None:
 
 def record_longest(stage: str, seconds: float) -> None:
     """``stage`` of the current request is the longest of the values recorded (stages that
-    run at once, one per engine)."""
+    run at once, one per engine; see :func:`concurrent_stages`)."""
     times = STAGE_SECONDS.get()
     if times is not None:
         times[stage] = max(times.get(stage, 0.0), seconds)
+
+
+@contextlib.contextmanager
+def concurrent_stages() -> Iterator[None]:
+    """Stages recorded inside the block (by it and the tasks it starts) run at once: on leaving
+    it, each adds its longest to the request's stage, so that a block run after another one
+    (the output checks' retry) adds its time instead of hiding behind the longer of the two."""
+    outer = STAGE_SECONDS.get()
+    if outer is None:
+        yield
+        return
+    inner: dict[str, float] = {}
+    token = STAGE_SECONDS.set(inner)
+    try:
+        yield
+    finally:
+        STAGE_SECONDS.reset(token)
+        for stage, seconds in inner.items():
+            outer[stage] = outer.get(stage, 0.0) + seconds
 
 
 class Stopwatch:

@@ -63,7 +63,7 @@ def test_bench_quick_writes_every_ratio(quick_models, tmp_path):
             assert len(set(row["output_tokens"].values())) == 1, row["output_tokens"]
     lazy = result["lazy"]
     assert lazy["engines_loaded_eager"] == len(bench.QUICK.sizes.languages)
-    assert lazy["rss_bytes"]["all_routes"] > 0
+    assert lazy["rss_bytes"]["all_routes"] > 0 and lazy["rss_bytes"]["one_route_cache_hit"] > 0
     assert set(lazy["start_s"]) == {"lazy", "eager", "eager_cache_miss", "eager_cache_hit"}
     assert all(s > 0 for s in lazy["start_s"].values())
     with open(out / "results.csv", newline="") as f:

@@ -4,6 +4,7 @@ rewriting the real engine's hypotheses (the real model does not fail on demand).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import pytest
@@ -97,14 +98,15 @@ class Result:
 class CraftedOutput:
     """The real translator; the first decoding's hypotheses are rewritten by ``craft``
     (pieces -> pieces). The retry (decoded with ``RETRY``'s settings) gets the real output,
-    unless ``always``."""
+    unless ``always``. Every decoding takes at least ``delay_s``."""
 
-    def __init__(self, inner, craft, always: bool) -> None:
-        self.inner, self.craft, self.always = inner, craft, always
+    def __init__(self, inner, craft, always: bool, delay_s: float = 0.0) -> None:
+        self.inner, self.craft, self.always, self.delay_s = inner, craft, always, delay_s
         self.calls: list[dict] = []
 
     def translate_batch(self, sources, **kwargs):
         self.calls.append(kwargs)
+        time.sleep(self.delay_s)
         results = self.inner.translate_batch(sources, **kwargs)
         retry = (kwargs.get("repetition_penalty"), kwargs.get("no_repeat_ngram_size")) == (
             RETRY.repetition_penalty,
@@ -115,17 +117,20 @@ class CraftedOutput:
         return [Result([self.craft(h) for h in r.hypotheses], list(r.scores)) for r in results]
 
 
-def crafted_loader(craft, always: bool = False, engines: list | None = None):
+def crafted_loader(craft, always: bool = False, engines: list | None = None, delay_s: float = 0.0):
     from server.engines import default_loader
 
     def load(bundle, src, tgt, settings):
         translator, nbytes = default_loader(bundle, src, tgt, settings)
-        wrapped = CraftedOutput(translator, craft, always)
+        wrapped = CraftedOutput(translator, craft, always, delay_s)
         if engines is not None:
             engines.append(wrapped)
         return wrapped, nbytes
 
     return load
+
+
+DECODE_S = 0.2  # how long each crafted decoding takes at least
 
 
 def said_three_times(pieces: list[str]) -> list[str]:
@@ -150,7 +155,7 @@ def test_a_repeating_output_is_decoded_again_and_the_retry_kept(make_server):
     # The server's own decoding guards (the test factory turns them off for the tiny model).
     guards = {name: Settings.model_fields[name].default for name in GUARDS}
     assert guards == {"repetition_penalty": 1.1, "no_repeat_ngram_size": 4}
-    loader = crafted_loader(said_three_times, engines=engines)
+    loader = crafted_loader(said_three_times, engines=engines, delay_s=DECODE_S)
     srv = make_server(loader=loader, output_checks=True, **guards)
     with srv.client() as c:
         r = c.post("/v1/translate", json={"text": EN, "source": "en", "target": "fr"})
@@ -165,9 +170,12 @@ def test_a_repeating_output_is_decoded_again_and_the_retry_kept(make_server):
         assert strongest_repeat(words(t["text"]))[0] < 3
         assert metric(c, "lsmt_output_flags_total", "repetition") == 1
         assert metric(c, "lsmt_output_retries_total", "improved") == 1
-        # Both checks (first decoding, retry) are one `check` stage of the request.
-        assert parse_server_timing(r.headers["server-timing"])["check"] > 0
+        # Both checks (first decoding, retry) are one `check` stage of the request, and
+        # both decodings count in its `decode` stage (the retry comes after the first).
+        stages = parse_server_timing(r.headers["server-timing"])
+        assert stages["check"] > 0
         assert metric(c, "lsmt_stage_duration_seconds_count", "check") == 1
+        assert stages["decode"] >= 2 * DECODE_S
 
 
 @pytest.mark.integration
