@@ -672,7 +672,7 @@ def cache_rows(lazy: LazyServer, miss: LazyServer, hit: LazyServer, src: str) ->
         {
             "item": "6",
             "comparison": "resident memory after one cold route, assembled / loaded built",
-            "setting": f"{src}-{lazy.rows[0]['route'].split('-')[1]}, nothing else loaded",
+            "setting": f"{lazy.rows[0]['route']}, nothing else loaded",
             "candidate": "assembled (no cache)",
             "baseline": "engine-cache hit",
             "unit": "MiB",
@@ -730,7 +730,7 @@ def lazy_table(lazy: LazyServer, eager: EagerServer, src: str) -> list[dict]:
         {
             "item": "6",
             "comparison": "resident memory after one cold route / process + engine",
-            "setting": f"{src}-{rows[0]['route'].split('-')[1]}, nothing else loaded",
+            "setting": f"{rows[0]['route']}, nothing else loaded",
             "candidate": "after the route",
             "baseline": "empty process + engine bytes",
             "unit": "MiB",

@@ -365,8 +365,8 @@ def _limits_and_rebuild(card: CardInputs) -> list[str]:
             "- It has only seen Bible verses in old, formal registers (Diodati 1649, Synodal "
             "1876, Louis Segond 1910, ...): on modern text it is poor, and on news between "
             "Latin-script languages it scores *below copying the source* (the NTREX table). "
-            "Stage 3 (training further on modern text, `make default-model`) is under way; "
-            "see issue 20.",
+            "Stage 3 (training further on modern text, `make default-model`) has not yet "
+            "given a model that clears the bar to replace this one; see issue 20.",
             "- A small model trained for well under an hour: expect rough translations that "
             "carry names, numbers and frequent phrases, not fluent text. It exists so that "
             "`make serve` translates out of the box and exercises per-language module loading.",

@@ -3,11 +3,13 @@
 # (training/recipes/default_{dense,lsl}_8-2.yaml) from scratch on the mixed corpus, with a
 # tokenizer retrained on it, then the int8 bundle, which comes back in $OUT.
 #
-# One device call runs at most 10 minutes, and a checkpoint cannot come back (the tool returns
-# 64 MiB; last.pt is 316 MB), so the script is called again and again on the same warm machine,
-# each call training CALL_MIN minutes and resuming what the last one left in runs/. The call
-# that finishes the LSL stage exports the bundle into $OUT as bundle.tar.part-* (15 MiB pieces:
-# the tool returns files of at most 16 MiB); here: cat bundle.tar.part-* | tar -x.
+# A session's device time is 15 minutes, the machine's start included, and one call runs at
+# most 10 minutes; a checkpoint cannot come back (the tool returns 64 MiB; last.pt is 316 MB).
+# So one call does it all: the dense stage for at most DENSE_MIN minutes, the LSL stage from
+# its best checkpoint for what is left of CALL_MIN, then the export of the LSL stage's best
+# checkpoint into $OUT as bundle.tar.part-* (15 MiB pieces: the tool returns files of at most
+# 16 MiB); here: cat bundle.tar.part-* | tar -x. A second call on the same warm machine (a
+# session with time left) resumes both stages from runs/ and exports again.
 #
 #   scripts/device/prepare.sh                                       # here, once
 #   device run: bash scripts/device/train_default.sh, carry [".device"], timeout_s 600
@@ -18,8 +20,11 @@ cd "$(dirname "$0")/../.."
 PY=${PY:-python3}
 KIT=${KIT:-.device}
 SITE=${SITE:-/tmp/lsmt-site}
+# Minutes of training in this call (the rest of a 10-minute call: unpacking, the tokenizer,
+# the export) and the dense stage's share of them.
 CALL_MIN=${CALL_MIN:-8}
-# About 18 updates a second on one H100 (docs/training.md): ~7 and ~8 minutes.
+DENSE_MIN=${DENSE_MIN:-3.5}
+# About 18 updates a second on one H100 (docs/training.md): the time limits stop them first.
 DENSE_STEPS=${DENSE_STEPS:-8000}
 LSL_STEPS=${LSL_STEPS:-9000}
 SET=${SET:-}  # more recipe overrides for both stages, e.g. training.eval_sentences=2
@@ -38,28 +43,31 @@ fi
 [ -f "$DATA/tokenizer/spm.model" ] || "$PY" -m training.tokenizer train \
     --data "$DATA/corpus" --out "$DATA/tokenizer" --vocab-size 8000
 
-stage() {  # stage NAME STEPS [--set overrides]: start or resume runs/gpu_NAME within the call
-    local name=$1 steps=$2 run=runs/gpu_$1 args=()
-    shift 2
+minutes_left() {  # minutes_left BUDGET: what is left of BUDGET minutes of this call
+    "$PY" -c "print(round($1 - ($(date +%s) - $started) / 60, 2))"
+}
+
+stage() {  # stage NAME STEPS MINUTES [--set overrides]: runs/gpu_NAME, started or resumed,
+    # until STEPS updates or MINUTES more minutes, whichever comes first
+    local name=$1 steps=$2 minutes=$3 run=runs/gpu_$1 args=()
+    shift 3
     if [ -f "$run/summary.json" ] && \
         "$PY" -c "import json,sys; sys.exit(json.load(open('$run/summary.json'))['step'] < $steps)"; then
         return 0  # done in an earlier call
     fi
-    local left
-    left=$("$PY" -c "print(max(0.5, $CALL_MIN - ($(date +%s) - $started) / 60))")
+    if "$PY" -c "import sys; sys.exit($minutes > 0.5)"; then
+        echo "no time left in this call for stage $name" >&2
+        return 0
+    fi
     if [ -f "$run/last.pt" ]; then args=(--resume); else
         # shellcheck disable=SC2086  # SET: one override per word
         args=(--config "training/recipes/default_${name}_8-2.yaml" --set \
             "data.dir=$DATA/corpus" "data.tokenizer=$DATA/tokenizer" "$@" $SET); fi
-    "$PY" -m training.train "${args[@]}" --out "$run" --max-steps "$steps" --time-limit "$left"
-    if "$PY" -c "import json,sys; sys.exit(not json.load(open('$run/summary.json'))['stopped_early'])"; then
-        echo "stage $name stopped at this call's time: call again"
-        exit 0
-    fi
+    "$PY" -m training.train "${args[@]}" --out "$run" --max-steps "$steps" --time-limit "$minutes"
 }
 
-stage dense "$DENSE_STEPS"
-stage lsl "$LSL_STEPS" init_from=runs/gpu_dense/best.pt
+stage dense "$DENSE_STEPS" "$(minutes_left "$DENSE_MIN")"
+stage lsl "$LSL_STEPS" "$(minutes_left "$CALL_MIN")" init_from=runs/gpu_dense/best.pt
 rm -rf runs/gpu_lsl/bundle
 "$PY" -m model_export --checkpoint runs/gpu_lsl --out runs/gpu_lsl/bundle --name default \
     --dtype int8
