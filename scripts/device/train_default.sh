@@ -20,10 +20,11 @@ cd "$(dirname "$0")/../.."
 PY=${PY:-python3}
 KIT=${KIT:-.device}
 SITE=${SITE:-/tmp/lsmt-site}
-# Minutes of training in this call (the rest of a 10-minute call: unpacking, the tokenizer,
-# the export) and the dense stage's share of them.
-CALL_MIN=${CALL_MIN:-8}
+# Minutes into the call at which the dense stage, then the LSL stage, stop training (counted
+# from the call's start, unpacking and the tokenizer included); the export comes after, within
+# a 10-minute call.
 DENSE_MIN=${DENSE_MIN:-3.5}
+CALL_MIN=${CALL_MIN:-8}
 # About 18 updates a second on one H100 (docs/training.md): the time limits stop them first.
 DENSE_STEPS=${DENSE_STEPS:-8000}
 LSL_STEPS=${LSL_STEPS:-9000}
