@@ -101,7 +101,7 @@ class Settings(BaseSettings):
         "(API key, else address) and their requests; fifo takes them in arrival order.",
     )
     express_batch_size: int = Field(
-        0,
+        1,
         ge=0,
         description="Sentences per batch of the express lane: a batch slot (and CTranslate2 "
         "worker) beside the inter_threads ones, only for requests of at most this many "

@@ -128,7 +128,7 @@ def test_a_one_sentence_request_is_not_held_behind_documents(make_server, slow, 
     answers it before them, arrival order after all of them."""
     srv = make_server(
         loader=slow(0.05), batch_policy=policy, inter_threads=1, max_batch_size=8,
-        batch_wait_ms=0,
+        batch_wait_ms=0, express_batch_size=0,  # how the bulk slots fill their batches
     )  # fmt: skip
     small = {"text": "Follow me.", "source": "en", "target": "de", "beam_size": 1}
     document = {**small, "text": ["Follow me."] * 24}

@@ -254,7 +254,8 @@ def test_loads_of_different_keys_overlap(make_server):
 
 
 def test_concurrent_requests_share_batches(make_server, slow):
-    srv = make_server(loader=slow(0.05), batch_wait_ms=20, inter_threads=1)
+    # the bulk slot alone: an express slot would take one sentence at a time beside it
+    srv = make_server(loader=slow(0.05), batch_wait_ms=20, inter_threads=1, express_batch_size=0)
     body = {"text": EN, "source": "en", "target": "de", "beam_size": 1}
     assert post(srv.url, body)[0] == 200
     m = srv.state.metrics
@@ -325,8 +326,13 @@ def test_huge_legal_request_ends_by_its_deadline_and_small_ones_keep_going(make_
 
 
 def test_full_queue_is_refused_before_preparation(make_server, slow):
-    srv = make_server(
-        loader=slow(2.0), queue_size=1, max_batch_size=1, inter_threads=1, batch_wait_ms=0
+    srv = make_server(  # one slot (no express slot): the second request has to queue
+        loader=slow(2.0),
+        queue_size=1,
+        max_batch_size=1,
+        inter_threads=1,
+        batch_wait_ms=0,
+        express_batch_size=0,
     )
     body = {"text": EN, "source": "en", "target": "de", "beam_size": 1}
     assert post(srv.url, body)[0] == 200
@@ -357,7 +363,9 @@ def test_server_timing_says_where_a_request_spent_its_time(make_server, slow):
     ``decode``, a request waiting behind a batch in ``queue``."""
     from server.timing import parse_server_timing
 
-    srv = make_server(loader=slow(0.4), max_batch_size=1, inter_threads=1, batch_wait_ms=0)
+    srv = make_server(  # one slot (no express slot): the second request has to queue
+        loader=slow(0.4), max_batch_size=1, inter_threads=1, batch_wait_ms=0, express_batch_size=0
+    )
     body = {"text": EN, "source": "en", "target": "de", "beam_size": 1}
     assert post(srv.url, body)[0] == 200  # loaded: the timings below are the batches'
     (code, _, headers, seconds), (code2, _, headers2, _) = fire(srv.url, [body, body])

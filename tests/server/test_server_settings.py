@@ -36,8 +36,8 @@ def test_cuda_defaults():
 
 
 def test_the_express_lane_is_one_engine_worker_more():
-    assert Settings(device="cpu").engine_workers == 2
-    assert Settings(device="cpu", express_batch_size=1).engine_workers == 3
+    assert Settings(device="cpu").engine_workers == 3  # the lane is on by default
+    assert Settings(device="cpu", express_batch_size=0).engine_workers == 2
     assert Settings(device="cuda", inter_threads=1, express_batch_size=2).engine_workers == 2
 
 
