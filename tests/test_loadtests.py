@@ -275,3 +275,49 @@ def test_peer_agreement_counts_identical_outputs():
     result = agreement(a, b)
     assert (result["sentences"], result["identical"], result["share"]) == (4, 2, 0.5)
     assert result["identical_but_formatting"] == 3  # LibreTranslate's case and punctuation
+
+
+def test_eviction_churn_on_the_default_model(tmp_path):
+    """Two engines' room for routes into several targets: every request answered, engines
+    evicted and loaded again, memory judged flat; JSON, CSV and plot saved."""
+    from loadtests import churn
+
+    out = tmp_path / "churn"
+    args = ["--engines", "2", "--rounds", "3", "--routes", "8", "--out", str(out)]
+    result = churn.main(args)
+    assert result["passed"], result["checks"]
+    rounds = result["rounds"]
+    assert [r["answered"] for r in rounds] == [8, 8, 8]
+    # ar -> {en, es, fr, it, ru}, en -> {ar, es, fr}: six target engines through two slots
+    assert rounds[-1]["engine_loads"] > 6 and rounds[-1]["device_evictions"] > 0
+    assert all(r["device_bytes"] <= result["device_budget_bytes"] for r in rounds)
+    assert {c["check"] for c in result["checks"]} >= {
+        "every request answered",
+        "server_rss flat from round 2",
+    }
+    assert json.loads((out / "churn.json").read_text())["passed"]
+    with open(out / "churn.csv") as f:
+        assert len(list(csv.DictReader(f))) == 3
+    _png(out / "churn.png")
+
+
+def test_eviction_churn_fails_on_growing_memory_or_a_lost_request():
+    from argparse import Namespace
+
+    from loadtests.churn import MiB, judge
+
+    def round_(n: int, rss: int) -> dict:
+        return {"round": n, "requests": 4, "answered": 4, "gpu_memory_used": None,
+                "server_rss": rss, "device_evictions": 3.0, "host_evictions": 0.0,
+                "engine_loads": 6.0}  # fmt: skip
+
+    args = Namespace(device="cpu", tolerance=0.10)
+    flat = [round_(1, 500 * MiB), round_(2, 600 * MiB), round_(3, 610 * MiB)]
+    assert all(c["passed"] for c in judge(flat, [], args, engines=2))
+    growing = [*flat, round_(4, 800 * MiB)]  # > 600 * 1.1 + 64
+    failed = {c["check"] for c in judge(growing, [], args, engines=2) if not c["passed"]}
+    assert failed == {"server_rss flat from round 2"}
+    lost = [{"round": 2, "route": "en-fr", "status": 503, "body": "..."}]
+    failed = {c["check"] for c in judge(flat, lost, args, engines=2) if not c["passed"]}
+    assert failed == {"every request answered"}
+    assert not judge(flat, [], args, engines=6)[2]["passed"]  # 6 loads: nothing reloaded

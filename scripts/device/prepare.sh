@@ -1,22 +1,43 @@
 #!/usr/bin/env bash
-# Gather into .device/ (ignored by git) what a lent GPU machine lacks for
-# scripts/device/train_default.sh: the mixed corpus as a pack (training.data.pack: the package
-# mirrors cannot be reached from there) and the wheels of the Python packages its image does
-# not hold (/work/.library/device/KINDS.md lists what it has), at the versions CI tests.
+# Gather what a lent GPU machine lacks (it can download nothing) into a kit folder (ignored
+# by git) that a device call carries:
+#   train (default): .device/ for scripts/device/train_default.sh: the mixed corpus as a pack
+#       (training.data.pack) and the wheels of the Python packages the image does not hold
+#       (/work/.library/device/KINDS.md lists what it has), at the versions CI tests;
+#   serve: .device-serve/ for scripts/device/serve_check.sh: the serving packages' wheels
+#       beside the CUDA 13 CTranslate2 wheel that scripts/device/build_ctranslate2.sh put
+#       there.
 # The device tool sends the working tree and the carried paths, 64 MiB in all: this script
 # prints the total and fails when it is over.
 #
-#   scripts/device/prepare.sh          # then: device run, carry [".device"] (docs/training.md)
+#   scripts/device/prepare.sh [train|serve]     # then: device run, carry [the kit]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=${PY:-.venv/bin/python}
-KIT=.device
-CORPUS=${CORPUS:-data/default_mixed/corpus}
+PART=${1:-train}
 LIMIT=$((64 << 20))
+case $PART in
+    train)
+        KIT=.device
+        packages=(pydantic pydantic-core annotated-types typing-inspection py3langid sentencepiece)
+        ;;
+    serve)
+        KIT=.device-serve
+        ls "$KIT"/ctranslate2-*-cp312-*.whl > /dev/null 2>&1 || {
+            echo "no CTranslate2 wheel in $KIT: run scripts/device/build_ctranslate2.sh" >&2
+            exit 1
+        }
+        # the serving packages and what they need beyond the image's packages (the closure
+        # of their requirements, less KINDS.md's list), and sentencepiece at CI's version
+        packages=(pydantic pydantic-core pydantic-settings python-dotenv annotated-types
+            typing-inspection py3langid pysbd sentencepiece fastapi starlette annotated-doc
+            opentelemetry-api uvicorn python-multipart)
+        ;;
+    *) echo "usage: $0 [train|serve]" >&2; exit 2 ;;
+esac
 mkdir -p "$KIT"
-pins=$("$PY" -c 'from importlib.metadata import version as v
-print(" ".join(f"{n}=={v(n)}" for n in ("pydantic", "pydantic-core", "annotated-types",
-      "typing-inspection", "py3langid", "sentencepiece")))')
+pins=$("$PY" -c 'import sys; from importlib.metadata import version as v
+print(" ".join(f"{n}=={v(n)}" for n in sys.argv[1:]))' "${packages[@]}")
 platforms=()
 for p in manylinux_2_28_x86_64 manylinux_2_27_x86_64 manylinux_2_17_x86_64 manylinux2014_x86_64; do
     platforms+=(--platform "$p")
@@ -24,8 +45,11 @@ done
 # shellcheck disable=SC2086  # one argument per pin
 "$PY" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
     --implementation cp "${platforms[@]}" -d "$KIT" $pins
-[ -f "$KIT/default_mixed.lsmtpack" ] || \
-    "$PY" -m training.data pack "$CORPUS" --out "$KIT/default_mixed.lsmtpack"
+if [ "$PART" = train ]; then
+    CORPUS=${CORPUS:-data/default_mixed/corpus}
+    [ -f "$KIT/default_mixed.lsmtpack" ] || \
+        "$PY" -m training.data pack "$CORPUS" --out "$KIT/default_mixed.lsmtpack"
+fi
 tree=$(git ls-files -z --cached --others --exclude-standard | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
 kit=$(du -sb "$KIT" | cut -f1)
 echo "working tree $((tree >> 20)) MiB + $KIT $((kit >> 20)) MiB = $(((tree + kit) >> 20)) MiB (limit 64)"
