@@ -58,15 +58,17 @@ def _torch_greedy(tb: TinyBundle, pieces: list[str], route: Route, allowed):
     return greedy_search(tb.model, source_ids(tb, pieces), route, MAX_LEN, allowed)[0]
 
 
-def assert_engine_matches_pytorch(tiny: TinyBundle, route: tuple[str, str]) -> None:
-    """The route's assembled engine decodes as the PyTorch model: greedy tokens identical,
-    per-token log-probs within 1e-3, on verses the model was trained on; and the outputs are
-    not degenerate (an untrained model proves nothing)."""
+def assert_engine_matches_pytorch(
+    tiny: TinyBundle, route: tuple[str, str], device: str = "cpu"
+) -> None:
+    """The route's assembled engine (float32, on ``device``) decodes as the PyTorch model on
+    the CPU: greedy tokens identical, per-token log-probs within 1e-3, on verses the model was
+    trained on; and the outputs are not degenerate (an untrained model proves nothing)."""
     bundle = load_bundle(tiny.path)
     src, tgt = route
     dense = bundle.assemble(src, tgt)
     allowed = allowed_pieces(tiny, dense)
-    translator, _ = load_engine(dense, compute_type="float32")
+    translator, _ = load_engine(dense, compute_type="float32", device=device)
     sources = sources_of(tiny, bundle, src, tgt)
     results = translator.translate_batch(sources, beam_size=1, max_decoding_length=MAX_LEN)
     distinct: set[str] = set()

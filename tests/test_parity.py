@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from lsmt_bundle import load_bundle
+from server.settings import cuda_device_count
 from tests.bundles import TinyBundle
 from tests.parity import assert_engine_matches_pytorch, variant_trainer
 from training.model import Route
@@ -79,6 +80,13 @@ def sparse_tiny(train_variant) -> TinyBundle:
 @pytest.mark.parametrize("route", ROUTES, ids=lambda r: f"{r[0]}-{r[1]}")
 def test_engine_matches_pytorch(tiny: TinyBundle, route):
     assert_engine_matches_pytorch(tiny, route)
+
+
+@pytest.mark.skipif(cuda_device_count() == 0, reason="no CUDA device (CTranslate2 sees none)")
+@pytest.mark.parametrize("route", ROUTES, ids=lambda r: f"{r[0]}-{r[1]}")
+def test_cuda_engine_matches_pytorch(tiny: TinyBundle, route):
+    """The same engines on the GPU (CTranslate2's CUDA kernels, float32)."""
+    assert_engine_matches_pytorch(tiny, route, device="cuda")
 
 
 def test_sparse_routes_are_smaller_engines_with_their_own_subnetworks(sparse_tiny: TinyBundle):

@@ -2,7 +2,8 @@
 # Issue 28's serving check on a lent GPU machine, in one device call of about 5 minutes:
 #   1. the CUDA 13 CTranslate2 (scripts/device/build_ctranslate2.sh) sees the GPU;
 #   2. the CUDA tests that skip on a CPU: the server's host tier on a real GPU (engines moved
-#      device -> host -> dropped) and mixed-precision training;
+#      device -> host -> dropped), mixed-precision training, and parity (PyTorch vs the
+#      engine on the GPU, token for token) for two of the tiny model variants;
 #   3. eviction churn on the default model (loadtests.churn --device cuda): a budget of three
 #      engines, every route in turn for five rounds; every request answered, engines evicted
 #      and restored, GPU memory flat;
@@ -54,6 +55,10 @@ assert n > 0 and "int8_float16" in ctranslate2.get_supported_compute_types("cuda
 step cuda_tests "$PY" -m pytest -p no:cacheprovider -q -rs \
     "tests/server/test_server_registry.py::test_cuda_host_tier_on_real_gpu" \
     "tests/test_training.py::test_cuda_mixed_precision"
+# parity on the GPU: two of the tiny variants (they train first, on the CPU: 73 s for both
+# on this 2-core machine, their CPU parity tests included)
+step cuda_parity "$PY" -m pytest -p no:cacheprovider -q tests/test_parity.py \
+    -k "cuda_engine and (baseline or lsl-layer-encoder)"
 step churn "$PY" -m loadtests.churn --device cuda --engines 3 --rounds 5 --out "$OUT/churn"
 if [ $(($(date +%s) - started)) -lt "$BENCH_AFTER_S" ]; then
     step bench_lazy "$PY" -m loadtests.bench --device cuda --only lazy --out "$OUT/bench"
