@@ -52,12 +52,12 @@ print(ctranslate2.__version__, ctranslate2.__file__)
 n = ctranslate2.get_cuda_device_count()
 print("CUDA devices:", n, "compute types:", sorted(ctranslate2.get_supported_compute_types("cuda")))
 assert n > 0 and "int8_float16" in ctranslate2.get_supported_compute_types("cuda")'
-step cuda_tests "$PY" -m pytest -p no:cacheprovider -q -rs \
+step cuda_tests "$PY" -m pytest -q -rs \
     "tests/server/test_server_registry.py::test_cuda_host_tier_on_real_gpu" \
     "tests/test_training.py::test_cuda_mixed_precision"
 # parity on the GPU: two of the tiny variants (they train first, on the CPU: 73 s for both
 # on this 2-core machine, their CPU parity tests included)
-step cuda_parity "$PY" -m pytest -p no:cacheprovider -q tests/test_parity.py \
+step cuda_parity "$PY" -m pytest -q tests/test_parity.py \
     -k "cuda_engine and (baseline or lsl-layer-encoder)"
 step churn "$PY" -m loadtests.churn --device cuda --engines 3 --rounds 5 --out "$OUT/churn"
 if [ $(($(date +%s) - started)) -lt "$BENCH_AFTER_S" ]; then
