@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Issue 28's serving check on a lent GPU machine, in one device call of about 5 minutes:
+# Issue 28's serving check on a lent GPU machine, in one device call (planned at about 5
+# minutes; not yet run on a GPU):
 #   1. the CUDA 13 CTranslate2 (scripts/device/build_ctranslate2.sh) sees the GPU;
 #   2. the CUDA tests that skip on a CPU: the server's host tier on a real GPU (engines moved
 #      device -> host -> dropped), mixed-precision training, and parity (PyTorch vs the
