@@ -35,9 +35,10 @@ step() {  # step NAME COMMAND...: run it, log to $OUT/NAME.log, remember a failu
     fi
 }
 
-"$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target "$SITE" "$KIT"/*.whl || exit 1
-export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+# shellcheck source=scripts/device/kit.sh
+. scripts/device/kit.sh
+install_kit || exit 1
+export PYTHONUNBUFFERED=1
 # CTranslate2 opens libcublas.so.13 at run time (dlopen): the image's is in the nvidia-cublas
 # package beside PyTorch, outside the loader's paths.
 cublas=$("$PY" -c 'import glob, os, site

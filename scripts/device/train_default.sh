@@ -34,12 +34,9 @@ DATA=data/gpu_mixed
 : "${OUT:?OUT: where the bundle goes (the device tool sets it)}"
 started=$(date +%s)
 
-if ls "$KIT"/*.whl > /dev/null 2>&1 && [ ! -f "$SITE/.installed" ]; then
-    "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-        --target "$SITE" "$KIT"/*.whl
-    touch "$SITE/.installed"
-fi
-[ -d "$SITE" ] && export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
+# shellcheck source=scripts/device/kit.sh
+. scripts/device/kit.sh
+install_kit
 [ -f "$DATA/corpus/stats.json" ] || \
     "$PY" -m training.data unpack "$KIT/default_mixed.lsmtpack" --out "$DATA/corpus"
 [ -f "$DATA/tokenizer/spm.model" ] || "$PY" -m training.tokenizer train \
