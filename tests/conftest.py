@@ -12,6 +12,17 @@ import torch
 
 from tests.tiny import make_toy_corpus, make_toy_tokenizer
 
+
+@pytest.fixture(scope="session", autouse=True)
+def session_token_cache(tmp_path_factory: pytest.TempPathFactory):
+    """The training CLI keeps tokenized pairs between runs (training.token_cache): in the
+    tests, in this session's own directory (subprocesses inherit it), never the user's."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("LSMT_TOKEN_CACHE", str(tmp_path_factory.mktemp("token_cache")))
+    yield
+    mp.undo()
+
+
 # =============================================================================================
 # Corpus and tokenizer fixtures (owner: training/data, training/tokenizer)
 #

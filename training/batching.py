@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import chain
@@ -33,6 +34,14 @@ class TokenizerLike(Protocol):
     def encode_ids(self, text: str) -> list[int]: ...
     def decode_ids(self, ids: list[int]) -> str: ...
     def piece_to_id(self, piece: str) -> int: ...
+
+
+def model_proto(tokenizer: Any) -> bytes | None:
+    """The SentencePiece model of an LSMT tokenizer (``training.tokenizer.Tokenizer``) or of a
+    bare processor; None for anything else."""
+    sp = getattr(tokenizer, "sp", tokenizer)
+    serialized = getattr(sp, "serialized_model_proto", None)
+    return serialized() if callable(serialized) else None
 
 
 class SourceEncoder:
@@ -79,6 +88,20 @@ class SourceEncoder:
                 ids.append(pid)
             self._affixes[route] = (ids[:i], ids[i:])
         return self._affixes[route]
+
+    def fingerprint(self, routes: Iterable[Route]) -> str | None:
+        """Digest of what decides the ids of ``routes``' sources: each tokenizer's model and
+        every route's tag ids (training.token_cache); None for a tokenizer that is not
+        SentencePiece's (its model cannot be read)."""
+        h = hashlib.sha256()
+        for route in sorted(set(routes), key=route_key):
+            h.update(f"{route_key(route)} {self.affixes(route)}\0".encode())
+        for lang, tok in sorted({"": self.tokenizer, **self.language_tokenizers}.items()):
+            proto = model_proto(tok)
+            if proto is None:
+                return None
+            h.update(f"tokenizer {lang}\0".encode() + hashlib.sha256(proto).digest())
+        return h.hexdigest()
 
     def encode(self, text: str, route: Route, max_len: int | None = None) -> list[int]:
         """Tagged source ids; with ``max_len``, the sentence is truncated to fit (tags kept)."""
@@ -352,7 +375,8 @@ def encode_corpus(
     encoded once (multi-parallel corpora repeat sentences across directions).
     ``target_encoder(lang, texts)`` segments the target side per target language (train-time
     vocabulary filtering, ``training.vocab``); by default both sides are written with
-    their language's tokenizer (``encoder.tokenizer_of``).
+    their language's tokenizer (``encoder.tokenizer_of``). The trainer keeps the result
+    between runs (``training.token_cache``).
     """
 
     def encode_all(tok: TokenizerLike, texts: set[str]) -> dict[str, list[int]]:

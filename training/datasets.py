@@ -18,6 +18,7 @@ from .batching import RouteData, RouteSampler, SourceEncoder, encode_corpus
 from .checkpoint import tokenizer_reference
 from .paths import resolve_path
 from .recipe import Recipe
+from .token_cache import TokenCache, encode_cached
 
 
 def open_tokenizer(path: Path | str):
@@ -118,11 +119,13 @@ def build_training_data(
     progress: bool,
     log: Callable[[str], None],
     keep: TrainedModel | None = None,
+    token_cache: TokenCache | None = None,
 ) -> TrainingData:
     """Everything the loop reads, from the recipe's ``data`` section; each rank samples
     different batches of the same route (``rank``, ``world_size``). When adding languages,
     ``keep`` is the trained model: its languages stay the model's and their target
-    vocabularies stay its own (``training.add_language``)."""
+    vocabularies stay its own (``training.add_language``). ``token_cache``: where the
+    tokenized pairs are looked up and kept (``training.token_cache``)."""
     t = recipe.training
     tok_ref = tokenizer_reference(recipe.data.tokenizer)
     tokenizer = open_tokenizer(tok_ref["path"])
@@ -148,7 +151,7 @@ def build_training_data(
         {lang: open_tokenizer(ref["path"]) for lang, ref in language_tok_refs.items()},
     )
     target_vocab, datasets, dropped = _encoded(
-        recipe, tok_ref["path"], encoder, languages, train_pairs, keep, progress, log
+        recipe, tok_ref["path"], encoder, languages, train_pairs, keep, progress, log, token_cache
     )
     dev_pairs: dict[Route, list[tuple[str, str]]] = {}
     if t.eval_every > 0:
@@ -194,12 +197,20 @@ def _encoded(
     keep: TrainedModel | None,
     progress: bool,
     log: Callable[[str], None],
+    cache: TokenCache | None,
 ) -> tuple[Any, dict[str, RouteData], dict[str, int]]:
     """(target vocabularies or None, tokenized pairs per route key, pairs dropped as too
     long): the target side segmented with each language's vocabulary when the recipe has one."""
     max_len = recipe.data.max_len or recipe.model.max_positions
     if recipe.data.target_vocab is None:
-        datasets, dropped = encode_corpus(train_pairs, encoder, max_len=max_len, progress=progress)
+        datasets, dropped = encode_cached(
+            cache,
+            train_pairs,
+            encoder,
+            max_len,
+            lambda: encode_corpus(train_pairs, encoder, max_len=max_len, progress=progress),
+            log=log,
+        )
         return None, datasets, dropped
     from .vocab import target_vocab_datasets
 
@@ -213,6 +224,7 @@ def _encoded(
         progress=progress,
         log=log,
         fixed=keep.target_vocab if keep else None,
+        cache=cache,
     )
 
 

@@ -6,7 +6,8 @@
 
 Options: ``--device auto|cpu|cuda[:i]``, ``--max-steps N``, ``--time-limit MINUTES`` (stop
 and save ``last.pt`` after that much training time), ``--set key.path=value ...`` (recipe
-overrides, YAML values), ``--no-progress``.
+overrides, YAML values), ``--no-progress``, ``--token-cache DIR`` / ``--no-token-cache`` (the
+tokenized pairs kept between runs: :mod:`training.token_cache`).
 
 Run directory: ``last.pt`` (full state, exact resume), ``best.pt`` (best dev chrF, weights
 only), ``metrics.jsonl`` (one JSON record per log interval / evaluation), ``metrics.png``
@@ -29,6 +30,7 @@ import torch.distributed as dist
 
 from .checkpoint import load_checkpoint
 from .recipe import Recipe, RecipeError, load_recipe, parse_overrides, recipe_from_dict
+from .token_cache import TokenCache, default_dir
 from .trainer import Trainer
 
 
@@ -83,6 +85,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--set", nargs="*", action="extend", default=[], metavar="KEY=VALUE",
                     help="recipe overrides (repeatable)")  # fmt: skip
     ap.add_argument("--no-progress", action="store_true")
+    ap.add_argument(
+        "--token-cache",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="where tokenized training pairs are kept between runs and stages (default: "
+        "$LSMT_TOKEN_CACHE, else $LSMT_CACHE/tokenized, else ~/.cache/lsmt/tokenized)",
+    )
+    ap.add_argument(
+        "--no-token-cache", action="store_true", help="tokenize the pairs, keep nothing"
+    )
     return ap.parse_args(argv)
 
 
@@ -100,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         resume_from=ckpt,
         progress=not args.no_progress,
         time_limit_s=None if args.time_limit is None else args.time_limit * 60,
+        token_cache=None if args.no_token_cache else TokenCache(args.token_cache or default_dir()),
     )
     del ckpt
     try:

@@ -57,6 +57,7 @@ from .paths import resolve_path
 from .recipe import Recipe
 from .run_log import RunLog, TrainWindow
 from .step import OutputVocabulary, StepStats, make_optimizer, train_step
+from .token_cache import TokenCache
 from .vocab import decoding_vocab
 
 
@@ -73,6 +74,7 @@ class Trainer:
         progress: bool = True,
         log: Any = None,
         time_limit_s: float | None = None,
+        token_cache: TokenCache | None = None,
     ):
         self.recipe = recipe
         self.time_limit_s = time_limit_s
@@ -96,6 +98,7 @@ class Trainer:
             progress=self.run_log.progress,
             log=self.log,
             keep=read_trained_model(recipe),
+            token_cache=token_cache,
         )
 
         self.init_report: dict[str, Any] | None = None
@@ -111,6 +114,7 @@ class Trainer:
         self.best_chrf: float | None = None
         self.seconds_before = 0.0  # training time of earlier runs of this directory (resumes)
         self._run_start: float | None = None
+        self._run_end: float | None = None  # the loop's end: what follows is not training
         self._start_step = 0
         # dropout differs per rank (as with independent batches)
         torch.manual_seed(t.seed + self.dist.rank)
@@ -291,6 +295,7 @@ class Trainer:
             "by_route": {k: round(v["chrf"], 2) for k, v in res["directions"].items()},
             **({"testsets": curves} if curves else {}),
             "seconds": time.perf_counter() - t0,
+            "train_seconds": self.train_seconds(),  # learning curves against time
         }
 
     @functools.cached_property
@@ -335,8 +340,10 @@ class Trainer:
         )
 
     def train_seconds(self) -> float:
-        """Wall-clock training time of this run directory, resumes included."""
-        now = 0.0 if self._run_start is None else time.perf_counter() - self._run_start
+        """Wall-clock training time of this run directory (its loop: updates, dev evaluations,
+        periodic saves), resumes included."""
+        end = self._run_end or time.perf_counter()
+        now = 0.0 if self._run_start is None else end - self._run_start
         return self.seconds_before + now
 
     def _eta(self) -> str:
@@ -370,6 +377,9 @@ class Trainer:
         start_step, t_start = self.step, time.perf_counter()
         self._start_step, self._run_start = start_step, t_start
         stopped, last_record = self._loop(t_start)
+        # the training time ends here, so last.pt and summary.json record the same (a resume
+        # continues from the checkpoint's, and a time budget adds up across resumes)
+        self._run_end = time.perf_counter()
         t = self.recipe.training
         # final evaluation (unless just done) and checkpoint
         if not stopped and t.eval_every > 0 and self.step % t.eval_every and self.step > start_step:

@@ -29,6 +29,7 @@ CLI (sequence-length cost of train-time filtering on a corpus)::
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 from collections.abc import Sequence
@@ -162,6 +163,7 @@ class TargetVocabularies:
     max_size: int
     filter_training: bool = True
     _processors: dict[str, spm.SentencePieceProcessor] = field(default_factory=dict, repr=False)
+    _own: dict[str, bytes] = field(default_factory=dict, repr=False)  # lang -> its own model
 
     def add_own(self, lang: str, model_proto: bytes) -> None:
         """``lang`` has a vocabulary of its own (its tokenizer): all of it is its target
@@ -169,6 +171,7 @@ class TargetVocabularies:
         sp = spm.SentencePieceProcessor(model_proto=model_proto)
         self.ids[lang] = list(range(sp.get_piece_size()))
         self._processors[lang] = sp
+        self._own[lang] = model_proto
 
     @classmethod
     def build(
@@ -219,6 +222,15 @@ class TargetVocabularies:
             "filter_training": self.filter_training,
             "ids": {lang: list(map(int, ids)) for lang, ids in self.ids.items()},
         }
+
+    def fingerprint(self) -> str:
+        """Digest of what decides the target side's ids (``training.token_cache``): the
+        tokenizer's model, every language's vocabulary, the languages' own models."""
+        h = hashlib.sha256(hashlib.sha256(self.model_proto).digest())
+        h.update(json.dumps(self.to_dict(), sort_keys=True).encode())
+        for lang, proto in sorted(self._own.items()):
+            h.update(f"own {lang}\0".encode() + hashlib.sha256(proto).digest())
+        return h.hexdigest()
 
     # -- encoding -------------------------------------------------------------------------------
     def pieces(self, lang: str) -> set[str]:
@@ -281,13 +293,16 @@ def target_vocab_datasets(
     progress: bool,
     log: Any,
     fixed: dict[str, list[int]] | None = None,
+    cache: Any = None,
 ):
     """With ``data.target_vocab``: the vocabularies and the tokenized training data
     ``(vocabularies, datasets, dropped)``, the target side filtered when the recipe asks.
     Languages in ``fixed`` keep those piece ids (a trained model's, when adding languages), a
     language with its own tokenizer (``encoder.language_tokenizers``) has all of it; the
-    others are chosen from the tokenizer's frequencies."""
+    others are chosen from the tokenizer's frequencies. ``cache``: a
+    ``training.token_cache.TokenCache`` for the tokenized pairs."""
     from .batching import encode_corpus
+    from .token_cache import encode_cached
 
     own = encoder.language_tokenizers
     fixed = {lang: ids for lang, ids in (fixed or {}).items() if lang in languages}
@@ -303,9 +318,24 @@ def target_vocab_datasets(
         + ", ".join(f"{lang} {n}" for lang, n in sorted(sizes.items()))
     )
     if not cfg.filter_training:
-        datasets, dropped = encode_corpus(train_pairs, encoder, max_len=max_len, progress=progress)
+        datasets, dropped = encode_cached(
+            cache,
+            train_pairs,
+            encoder,
+            max_len,
+            lambda: encode_corpus(train_pairs, encoder, max_len=max_len, progress=progress),
+            log=log,
+        )
     else:
-        datasets, dropped = encode_corpus_filtered(train_pairs, encoder, vocabs, max_len, progress)
+        datasets, dropped = encode_cached(
+            cache,
+            train_pairs,
+            encoder,
+            max_len,
+            lambda: encode_corpus_filtered(train_pairs, encoder, vocabs, max_len, progress),
+            target_fingerprint=vocabs.fingerprint(),
+            log=log,
+        )
     return vocabs, datasets, dropped
 
 
