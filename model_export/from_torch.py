@@ -25,7 +25,7 @@ from lsmt_core.manifest import (
 )
 from lsmt_core.routes import Route
 
-from .methods import lms_excluded, method_fusions
+from .methods import SPARSE_SCORES, lms_excluded, method_fusions
 
 
 def architecture_of(cfg: Any) -> Architecture:
@@ -109,9 +109,6 @@ def split_modules(
         elif dense.lang in languages:
             modules.setdefault(module_name(dense.index, dense.lang), {})[dense.name] = value
     return groups, {name: encode(weights, store_dtype) for name, weights in modules.items()}
-
-
-SPARSE_SCORES = "sparse_scores."
 
 
 def sparse_masks(model: Any, languages: list[str], modules: dict[str, Weights]) -> SparseSubnetwork:

@@ -13,9 +13,16 @@ which of its trained tensors the bundle leaves out (needs the PyTorch model).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from lsmt_core.manifest import Fusion, LanguageAwareAttention, LanguageEmbedding, LowRankSum
+from lsmt_core.manifest import (
+    Fusion,
+    LanguageAwareAttention,
+    LanguageEmbedding,
+    LowRankSum,
+    SparseSubnetwork,
+)
 
 LMS_PATHS = ("ls", "shared")
 
@@ -84,22 +91,33 @@ def lee_fusion(cfg: Any) -> LanguageEmbedding:
     return LanguageEmbedding(biases=biases, positions=positions)
 
 
-def fused_names(fusions: list[Fusion]) -> set[str]:
-    """Dense weights the method fusions change (the exporter's check compares the others with
-    the model as they are; parity tests check the fused ones)."""
-    out: set[str] = set()
+def fused_weights(fusions: list[Fusion]) -> Callable[[str], bool]:
+    """Whether a dense weight is one the fusions change (the exporter's check compares the
+    others with the model as they are; the parity tests check the fused ones). A sparse
+    sub-network changes every layer's weights (scores folded in, FFN blocks sliced out, layers
+    renumbered: ``lsmt_bundle.fusions.sparse_subnetwork``), so only the weights outside the
+    layers are compared for it."""
+    names: set[str] = set()
+    prefixes: tuple[str, ...] = ()
     for f in fusions:
         if isinstance(f, LowRankSum):
-            out |= {f"{p}.weight" for p in f.linears}
+            names |= {f"{p}.weight" for p in f.linears}
         elif isinstance(f, LanguageAwareAttention):
-            out |= {f"{p}.{x}.weight" for p in f.attentions for x in ATTN}
+            names |= {f"{p}.{x}.weight" for p in f.attentions for x in ATTN}
         elif isinstance(f, LanguageEmbedding):
-            out |= set(f.biases)
-    return out
+            names |= set(f.biases)
+        elif isinstance(f, SparseSubnetwork):
+            prefixes = ("encoder.layers.", "decoder.layers.")
+    return lambda name: name in names or name.startswith(prefixes)
+
+
+SPARSE_SCORES = "sparse_scores."  # the selection logits, exported as masks
 
 
 def is_method_tensor(param_name: str) -> bool:
-    return ".lms_" in param_name or param_name.startswith(("laa.", "lee."))
+    """A method's own tensor, which the bundle holds as a fusion's record rather than as a
+    dense weight: LMS factors, LAA matrices, LEE vectors, the sparse selection logits."""
+    return ".lms_" in param_name or param_name.startswith(("laa.", "lee.", SPARSE_SCORES))
 
 
 ATTN = ("q_proj", "k_proj", "v_proj", "out_proj")
