@@ -1,7 +1,8 @@
 """Evaluate a bundle as it is served: its CTranslate2 engines on a corpus split.
 
     python -m model_export.evaluate BUNDLE --data DATA_DIR [--testset test] [--beam 4]
-        [--compute-type int8] [--max-sentences N] [--routes de-en,en-de] [--out results.json]
+        [--compute-type auto] [--device cpu] [--max-sentences N] [--routes de-en,en-de]
+        [--out results.json]
 
 ``--testset``: ``test``/``dev`` (the corpus split), ``acts``, ``ntrex`` (needs no ``--data``),
 ``<source>-test`` (see :mod:`training.data.testsets`).
@@ -64,6 +65,7 @@ def evaluate_bundle(
     compute_type: str = "int8",
     threads: int = 2,
     langid: bool = True,
+    device: str = "cpu",
 ) -> dict[str, Any]:
     from lsmt_core.langid import LanguageIdentifier
     from lsmt_core.scoring import averages, bleu_tokenize, score
@@ -72,17 +74,22 @@ def evaluate_bundle(
     tokenizer = Tokenizer(bundle.tokenizer_path)
     lid = LanguageIdentifier(bundle.manifest.languages) if langid else None
     engines: dict[str, Any] = {}
+    engine_bytes: dict[str, int] = {}
     directions: dict[str, dict[str, Any]] = {}
     for (src, tgt), rows in sorted(pairs.items()):
         key = bundle.engine_key(src, tgt)
         if key not in engines:
-            engines[key], _ = load_engine(
-                bundle.assemble(src, tgt), compute_type=compute_type, intra_threads=threads
+            engines[key], engine_bytes[key] = load_engine(
+                bundle.assemble(src, tgt),
+                compute_type=compute_type,
+                intra_threads=threads,
+                device=device,
             )
         t0 = time.perf_counter()
         srcs, refs = [s for s, _ in rows], [t for _, t in rows]
         hyps = translate_route(bundle, engines[key], tokenizer, srcs, src, tgt, decoding)
         res: dict[str, Any] = {"sentences": len(rows), **score(hyps, refs, tgt)}
+        res["engine_bytes"] = engine_bytes[key]  # the route's weights as served
         res["seconds"] = time.perf_counter() - t0
         res["bleu_tokenize"] = bleu_tokenize(tgt)
         base = score(srcs, refs, tgt)
@@ -126,7 +133,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=0,
         help="CTranslate2's guard (0: off; the server decodes with 4)",
     )
-    p.add_argument("--compute-type", default="int8")
+    p.add_argument(
+        "--compute-type", default="auto", help="CTranslate2's (auto: int8, int8_float16 on CUDA)"
+    )
+    p.add_argument(
+        "--device", default="cpu", help="cpu, cuda, or auto (cuda where CTranslate2 sees a GPU)"
+    )
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--max-sentences", type=int, help="first N per direction")
     p.add_argument("--routes", help="comma-separated SRC-TGT (default: every bundle route)")
@@ -156,9 +168,15 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         print(f"warning: no {args.testset} data for {', '.join(missing)}", file=sys.stderr)
     t0 = time.perf_counter()
+    if args.device == "auto":
+        import ctranslate2
+
+        args.device = "cuda" if ctranslate2.get_cuda_device_count() > 0 else "cpu"
+    if args.compute_type == "auto":
+        args.compute_type = "int8_float16" if args.device == "cuda" else "int8"
     decoding = Decoding(args.beam, args.repetition_penalty, args.no_repeat_ngram_size)
     results = evaluate_bundle(
-        bundle, pairs, decoding, args.compute_type, args.threads, not args.no_langid
+        bundle, pairs, decoding, args.compute_type, args.threads, not args.no_langid, args.device
     )
     results.update(
         bundle=str(args.bundle),
@@ -167,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
         repetition_penalty=args.repetition_penalty,
         no_repeat_ngram_size=args.no_repeat_ngram_size,
         compute_type=args.compute_type,
+        device=args.device,
         max_sentences=args.max_sentences,
         data_dir=str(args.data) if args.data else None,
         seconds=time.perf_counter() - t0,

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Gather what a lent GPU machine lacks (it can download nothing) into a kit folder (ignored
 # by git) that a device call carries:
-#   train (default): .device/ for scripts/device/train_default.sh: the mixed corpus as a pack
-#       (training.data.pack) and the wheels of the Python packages the image does not hold
-#       (/work/.library/device/KINDS.md lists what it has), at the versions CI tests;
+#   train (default): .device/ for scripts/device/train_default.sh and quality_study.sh: the
+#       mixed corpus as a pack (training.data.pack), its tokenizer, the wheels of the Python
+#       packages the image does not hold (/work/.library/device/KINDS.md lists what it has)
+#       at the versions CI tests, and the CUDA 13 CTranslate2 wheel when it was built;
 #   serve: .device-serve/ for scripts/device/serve_check.sh: the serving packages' wheels
 #       beside the CUDA 13 CTranslate2 wheel that scripts/device/build_ctranslate2.sh put
 #       there.
@@ -47,8 +48,21 @@ done
     --implementation cp "${platforms[@]}" -d "$KIT" $pins
 if [ "$PART" = train ]; then
     CORPUS=${CORPUS:-data/default_mixed/corpus}
+    # (not default_mixed/tokenizer: stage 3 of make default-model keeps the shipped one there)
+    TOKENIZER=${TOKENIZER:-data/gpu_mixed/tokenizer}
     [ -f "$KIT/default_mixed.lsmtpack" ] || \
         "$PY" -m training.data pack "$CORPUS" --out "$KIT/default_mixed.lsmtpack"
+    # the tokenizer trained here once (29 s of each call there, 0.5 MiB here)
+    [ -f "$TOKENIZER/spm.model" ] || "$PY" -m training.tokenizer train --data "$CORPUS" \
+        --out "$TOKENIZER" --vocab-size 8000
+    rm -rf "$KIT/tokenizer" && cp -r "$TOKENIZER" "$KIT/tokenizer"
+    # the study evaluates its bundles there: CTranslate2 for CUDA 13, when it was built
+    if ls .device-serve/ctranslate2-*-cp312-*.whl > /dev/null 2>&1; then
+        cp .device-serve/ctranslate2-*-cp312-*.whl "$KIT/"
+    else
+        echo "note: no CTranslate2 wheel (scripts/device/build_ctranslate2.sh): the kit can" \
+            "train, not evaluate (quality_study.sh)" >&2
+    fi
 fi
 tree=$(git ls-files -z --cached --others --exclude-standard | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
 kit=$(du -sb "$KIT" | cut -f1)

@@ -39,13 +39,7 @@ step() {  # step NAME COMMAND...: run it, log to $OUT/NAME.log, remember a failu
 . scripts/device/kit.sh
 install_kit || exit 1
 export PYTHONUNBUFFERED=1
-# CTranslate2 opens libcublas.so.13 at run time (dlopen): the image's is in the nvidia-cublas
-# package beside PyTorch, outside the loader's paths.
-cublas=$("$PY" -c 'import glob, os, site
-hits = [h for p in site.getsitepackages() for h in glob.glob(f"{p}/nvidia/*/lib/libcublas.so.*")]
-print(os.path.dirname(hits[0]) if hits else "")')
-[ -n "$cublas" ] && export LD_LIBRARY_PATH="$cublas${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-echo "cuBLAS from: ${cublas:-the loader search path}"
+find_cublas
 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv | tee "$OUT/gpu.csv"
 
 step ctranslate2 "$PY" -c '
