@@ -18,7 +18,7 @@ from .batching import RouteData, RouteSampler, SourceEncoder, encode_corpus
 from .checkpoint import tokenizer_reference
 from .paths import resolve_path
 from .recipe import Recipe
-from .token_cache import TokenCache, encode_cached
+from .token_cache import SAME_TOKENIZERS, TokenCache, encode_cached
 
 
 def open_tokenizer(path: Path | str):
@@ -202,30 +202,30 @@ def _encoded(
     """(target vocabularies or None, tokenized pairs per route key, pairs dropped as too
     long): the target side segmented with each language's vocabulary when the recipe has one."""
     max_len = recipe.data.max_len or recipe.model.max_positions
-    if recipe.data.target_vocab is None:
-        datasets, dropped = encode_cached(
-            cache,
-            train_pairs,
-            encoder,
-            max_len,
-            lambda: encode_corpus(train_pairs, encoder, max_len=max_len, progress=progress),
-            log=log,
-        )
-        return None, datasets, dropped
-    from .vocab import target_vocab_datasets
+    cfg = recipe.data.target_vocab
+    vocabs = None
+    if cfg is not None:
+        from .vocab import target_vocabularies
 
-    return target_vocab_datasets(
-        recipe.data.target_vocab,
-        tokenizer_path,
-        languages,
-        train_pairs,
-        encoder,
-        max_len=max_len,
-        progress=progress,
-        log=log,
-        fixed=keep.target_vocab if keep else None,
-        cache=cache,
-    )
+        fixed = keep.target_vocab if keep else None
+        vocabs = target_vocabularies(cfg, tokenizer_path, languages, encoder, log=log, fixed=fixed)
+    if vocabs is not None and vocabs.filter_training:
+        from .vocab import encode_corpus_filtered
+
+        filtered = vocabs
+        target = filtered.fingerprint()  # what writes the target side (the cache's key)
+
+        def build() -> tuple[dict[str, RouteData], dict[str, int]]:
+            return encode_corpus_filtered(train_pairs, encoder, filtered, max_len, progress)
+
+    else:
+        target = SAME_TOKENIZERS
+
+        def build() -> tuple[dict[str, RouteData], dict[str, int]]:
+            return encode_corpus(train_pairs, encoder, max_len=max_len, progress=progress)
+
+    datasets, dropped = encode_cached(cache, train_pairs, encoder, max_len, build, target, log)
+    return vocabs, datasets, dropped
 
 
 def _route_stats(dataset: RouteData, dropped_too_long: int) -> dict[str, Any]:

@@ -44,6 +44,7 @@ FORMAT = 1
 _ENCODING_CODE = ("training/batching.py", "training/vocab.py", "lsmt_core/tags.py")
 
 Encoded = tuple[dict[str, Any], dict[str, int]]  # (route key -> RouteData, route key -> dropped)
+SAME_TOKENIZERS = "each language's tokenizer"  # the target side written as sources are
 
 
 def default_dir() -> Path:
@@ -99,7 +100,7 @@ def encode_cached(
     encoder: Any,
     max_len: int | None,
     build: Callable[[], Encoded],
-    target_fingerprint: str | None = "the source's tokenizers",
+    target_fingerprint: str | None = SAME_TOKENIZERS,
     log: Callable[[str], None] = print,
 ) -> Encoded:
     """``build()`` (an :func:`~training.batching.encode_corpus` of ``pairs`` with ``encoder``

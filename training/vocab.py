@@ -282,28 +282,19 @@ def decoding_vocab(recipe: Any, ids: dict[str, list[int]] | None) -> dict[str, l
     return ids if tv is not None and tv.restrict_output else None
 
 
-def target_vocab_datasets(
+def target_vocabularies(
     cfg: TargetVocabConfig,
     tokenizer_path: Path | str,
     languages: list[str],
-    train_pairs: dict,
     encoder: Any,
     *,
-    max_len: int,
-    progress: bool,
     log: Any,
     fixed: dict[str, list[int]] | None = None,
-    cache: Any = None,
-):
-    """With ``data.target_vocab``: the vocabularies and the tokenized training data
-    ``(vocabularies, datasets, dropped)``, the target side filtered when the recipe asks.
-    Languages in ``fixed`` keep those piece ids (a trained model's, when adding languages), a
-    language with its own tokenizer (``encoder.language_tokenizers``) has all of it; the
-    others are chosen from the tokenizer's frequencies. ``cache``: a
-    ``training.token_cache.TokenCache`` for the tokenized pairs."""
-    from .batching import encode_corpus
-    from .token_cache import encode_cached
-
+) -> TargetVocabularies:
+    """With ``data.target_vocab``: each language's vocabulary. Languages in ``fixed`` keep
+    those piece ids (a trained model's, when adding languages), a language with its own
+    tokenizer (``encoder.language_tokenizers``) has all of it; the others are chosen from the
+    tokenizer's frequencies."""
     own = encoder.language_tokenizers
     fixed = {lang: ids for lang, ids in (fixed or {}).items() if lang in languages}
     counted = [lang for lang in languages if lang not in fixed and lang not in own]
@@ -317,26 +308,7 @@ def target_vocab_datasets(
         f"{', train-time filtering' if cfg.filter_training else ', recorded only'}): "
         + ", ".join(f"{lang} {n}" for lang, n in sorted(sizes.items()))
     )
-    if not cfg.filter_training:
-        datasets, dropped = encode_cached(
-            cache,
-            train_pairs,
-            encoder,
-            max_len,
-            lambda: encode_corpus(train_pairs, encoder, max_len=max_len, progress=progress),
-            log=log,
-        )
-    else:
-        datasets, dropped = encode_cached(
-            cache,
-            train_pairs,
-            encoder,
-            max_len,
-            lambda: encode_corpus_filtered(train_pairs, encoder, vocabs, max_len, progress),
-            target_fingerprint=vocabs.fingerprint(),
-            log=log,
-        )
-    return vocabs, datasets, dropped
+    return vocabs
 
 
 # -- statistics ----------------------------------------------------------------------------------
