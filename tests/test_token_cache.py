@@ -6,6 +6,8 @@ from the cache."""
 from __future__ import annotations
 
 import json
+import os
+import time
 
 import numpy as np
 import pytest
@@ -13,7 +15,7 @@ import pytest
 from training.batching import SourceEncoder, encode_corpus
 from training.data import load_split
 from training.model import Route
-from training.token_cache import TokenCache, default_dir, encode_cached
+from training.token_cache import TokenCache, default_dir, encode_cached, pairs_digest
 from training.tokenizer import Tokenizer
 from training.vocab import TargetVocabularies, encode_corpus_filtered
 
@@ -180,3 +182,21 @@ def test_the_default_directory_follows_the_environment(monkeypatch, tmp_path):
     monkeypatch.delenv("LSMT_TOKEN_CACHE")
     monkeypatch.setenv("LSMT_CACHE", str(tmp_path / "b"))
     assert default_dir() == tmp_path / "b" / "tokenized"
+
+
+def test_the_key_tells_pairs_apart_that_join_alike():
+    route = Route("de", "en")
+    a = {route: [("eins\nzwei", "one"), ("drei", "three")]}
+    b = {route: [("eins", "one"), ("zwei\ndrei", "three")]}
+    assert pairs_digest(a) != pairs_digest(b)
+    assert pairs_digest(a) == pairs_digest({route: list(a[route])})
+
+
+def test_what_a_dead_writer_left_goes_after_a_day(tmp_path, pairs, encoder):
+    stale, fresh = tmp_path / ".tmp-stale.part", tmp_path / ".tmp-writing.part"
+    stale.write_bytes(b"x")
+    fresh.write_bytes(b"x")
+    day_ago = time.time() - 2 * 86400
+    os.utime(stale, (day_ago, day_ago))
+    cached(TokenCache(tmp_path), pairs, encoder, 40)
+    assert not stale.exists() and fresh.exists()  # another writer's file in progress stays

@@ -14,7 +14,9 @@ stage's run directory). The minutes are the trainer's own training time (``train
 the loop with its dev evaluations, not the data loading), so arms are compared at equal
 time whatever their speed. A stage cut short (a device call's limit, a signal) resumes with
 ``--resume`` for what is left of its share when ``run`` is called again; a trained stage is
-not trained again.
+not trained again (a larger ``--minutes`` later extends each stage where it stands: a later
+stage keeps the start its earlier stage gave it). A bundle is exported again, and scored again,
+only when its checkpoint changed.
 
 Each arm ends in ``ARM/result.json``: its stages' summaries and dev curves, the directions it
 trained, its int8 bundle's size, and every test set's scores per direction (chrF, BLEU, the
@@ -309,7 +311,10 @@ def load_results(dirs: list[Path]) -> dict[str, dict[str, Any]]:
 
 
 def split_scores(result: dict[str, Any], testset: str) -> dict[str, dict[str, float | None]]:
-    """Mean scores over the directions the arm trained and over the others (zero-shot)."""
+    """Mean scores over the directions the arm trained and over the others (zero-shot); none
+    for a test set the arm was not scored on."""
+    if testset not in result["evaluations"]:
+        return {}
     directions = result["evaluations"][testset]["directions"]
     trained = set(result["trained_routes"])
     groups: dict[str, list[dict[str, Any]]] = {"trained": [], "zero-shot": []}

@@ -28,6 +28,7 @@ import hashlib
 import json
 import os
 import tempfile
+import time
 import zipfile
 from collections.abc import Callable
 from functools import cache
@@ -71,9 +72,11 @@ def pairs_digest(pairs: dict[Route, list[tuple[str, str]]]) -> str:
     for route in sorted(pairs, key=route_key):
         rows = pairs[route]
         h.update(f"\0route {route_key(route)} {len(rows)}\0".encode())
-        h.update("\n".join(s for s, _ in rows).encode())
-        h.update(b"\0")
-        h.update("\n".join(t for _, t in rows).encode())
+        for side in (0, 1):
+            texts = [row[side] for row in rows]
+            h.update("\n".join(texts).encode())
+            # the lengths too: a text holding a newline cannot pass for two
+            h.update(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts)).tobytes())
     return h.hexdigest()
 
 
@@ -167,7 +170,7 @@ class TokenCache:
         meta = {"format": FORMAT, "routes": routes, "dropped": dropped}
         arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
         self.root.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".npz", dir=self.root)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".part", dir=self.root)
         try:
             with os.fdopen(fd, "wb") as f:
                 np.savez(f, **arrays)  # type: ignore[arg-type]
@@ -195,10 +198,21 @@ class TokenCache:
         return encoded
 
     def _evict(self) -> None:
-        entries = sorted(self.root.glob("*.npz"), key=lambda p: p.stat().st_mtime, reverse=True)
+        """The least recently used entries beyond the bound, and what writers that died left
+        (a day old)."""
+        entries = []
+        for p in self.root.iterdir():
+            try:
+                st = p.stat()
+            except FileNotFoundError:  # another process's eviction or rename
+                continue
+            if p.suffix == ".npz":
+                entries.append((st.st_mtime, st.st_size, p))
+            elif p.name.startswith(".tmp-") and time.time() - st.st_mtime > 86400:
+                p.unlink(missing_ok=True)
         total = 0
-        for p in entries:
-            total += p.stat().st_size
+        for _, size, p in sorted(entries, reverse=True):
+            total += size
             if total > self.max_bytes:
                 p.unlink(missing_ok=True)
 
