@@ -1,7 +1,8 @@
-"""Where relative paths of recipes and command lines point."""
+"""Where relative paths of recipes and command lines point, and where caches live."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -16,3 +17,9 @@ def resolve_path(path: Path | str) -> Path:
     if p.exists():
         return p.resolve()
     return (REPO_ROOT / p).resolve()
+
+
+def cache_dir() -> Path:
+    """LSMT's cache on this machine: ``$LSMT_CACHE``, else ``~/.cache/lsmt`` (downloaded
+    packages, tokenized training pairs)."""
+    return Path(os.environ.get("LSMT_CACHE") or Path.home() / ".cache" / "lsmt")

@@ -39,6 +39,8 @@ import numpy as np
 
 from lsmt_core.routes import Route, route_key
 
+from .paths import cache_dir
+
 GiB = 1 << 30
 FORMAT = 1
 # The modules whose code decides the token ids (besides the tokenizers' models, in the key).
@@ -49,11 +51,10 @@ SAME_TOKENIZERS = "each language's tokenizer"  # the target side written as sour
 
 
 def default_dir() -> Path:
-    """``$LSMT_TOKEN_CACHE``, else ``$LSMT_CACHE/tokenized`` (``~/.cache/lsmt`` unless set),
-    beside the package cache."""
+    """``$LSMT_TOKEN_CACHE``, else ``tokenized`` in LSMT's cache (``training.paths``)."""
     if os.environ.get("LSMT_TOKEN_CACHE"):
         return Path(os.environ["LSMT_TOKEN_CACHE"])
-    return Path(os.environ.get("LSMT_CACHE") or Path.home() / ".cache" / "lsmt") / "tokenized"
+    return cache_dir() / "tokenized"
 
 
 @cache

@@ -29,14 +29,7 @@ mkdir -p "$OUT"
 install_kit
 find_cublas
 export PYTHONUNBUFFERED=1
-[ -f "$DATA/corpus/stats.json" ] || \
-    "$PY" -m training.data unpack "$KIT/default_mixed.lsmtpack" --out "$DATA/corpus"
-if [ ! -f "$DATA/tokenizer/spm.model" ]; then
-    if [ -d "$KIT/tokenizer" ]; then cp -r "$KIT/tokenizer" "$DATA/tokenizer"; else
-        "$PY" -m training.tokenizer train --data "$DATA/corpus" --out "$DATA/tokenizer" \
-            --vocab-size 8000
-    fi
-fi
+mixed_corpus "$DATA"
 
 last=$FIRST_ARM_S
 IFS=, read -ra arms <<< "$ARMS"

@@ -37,14 +37,7 @@ started=$(date +%s)
 # shellcheck source=scripts/device/kit.sh
 . scripts/device/kit.sh
 install_kit
-[ -f "$DATA/corpus/stats.json" ] || \
-    "$PY" -m training.data unpack "$KIT/default_mixed.lsmtpack" --out "$DATA/corpus"
-if [ ! -f "$DATA/tokenizer/spm.model" ]; then  # prepare.sh trains it; else here (29 s)
-    if [ -d "$KIT/tokenizer" ]; then cp -r "$KIT/tokenizer" "$DATA/tokenizer"; else
-        "$PY" -m training.tokenizer train --data "$DATA/corpus" --out "$DATA/tokenizer" \
-            --vocab-size 8000
-    fi
-fi
+mixed_corpus "$DATA"
 
 minutes_left() {  # minutes_left BUDGET: what is left of BUDGET minutes of this call
     "$PY" -c "print(round($1 - ($(date +%s) - $started) / 60, 2))"

@@ -68,7 +68,7 @@ class BuildConfig:
     public_domain_only: bool = False
     # "bible" and/or the package sources of training.data.sources (see docs/data.md)
     sources: tuple[str, ...] = ("bible",)
-    cache: Path | None = None  # package cache (default: training.data.packages.cache_dir())
+    cache: Path | None = None  # package cache (default: training.paths.cache_dir())
 
     def __post_init__(self) -> None:
         self.out = Path(self.out)

@@ -10,18 +10,15 @@ needs no root either.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from pathlib import Path
 
+from ..paths import cache_dir
+
 
 class PackageError(RuntimeError):
     """A package could not be downloaded or unpacked (the message says why and what to do)."""
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("LSMT_CACHE") or Path.home() / ".cache" / "lsmt")
 
 
 def _tool(name: str) -> str:
