@@ -355,7 +355,8 @@ def comparison_table(
     scores = {a: {t: split_scores(results[a], t) for t in testsets} for a in have}
     base = scores.get(comparison.baseline)
     zero_shot = any("zero-shot" in scores[a][t] for a in have for t in testsets)
-    head = ["arm", "updates", "minutes", "M parameters (trained, per route)", "engine MB"]
+    about = ["arm", "updates", "minutes", "M parameters (trained, per route)", "engine MB"]
+    head = list(about)
     for t in testsets:
         head += [f"{t} chrF", f"{t} BLEU"]
     head.append(f"off-target ({testsets[0]})")
@@ -370,7 +371,8 @@ def comparison_table(
         params = res["stages"][-1].get("parameters_per_route")
         minutes = sum(s["train_seconds"] for s in res["stages"]) / 60
         name = a + (" (baseline)" if a == comparison.baseline else "")
-        engine = scores[a][testsets[0]].get("trained", {}).get("engine_bytes")
+        first = scores[a][testsets[0]].get("trained", {})  # the off-target, size, speed columns
+        engine = first.get("engine_bytes")
         row = [name, updates, _fmt(minutes, ".2f"), _fmt(params / 1e6 if params else None, ".2f"),
                _fmt(engine / 2**20 if engine else None)]  # fmt: skip
         for t in testsets:
@@ -381,17 +383,16 @@ def comparison_table(
                 b = base[t].get("trained", {}).get("chrf")
                 delta = "" if b is None else f" ({chrf - b:+.1f})"
             row += [_fmt(chrf) + delta, _fmt(s.get("bleu"))]
-        row.append(_pct(scores[a][testsets[0]].get("trained", {}).get("off_target")))
+        row.append(_pct(first.get("off_target")))
         if zero_shot:
             z = scores[a][testsets[0]].get("zero-shot", {})
             row += [_fmt(z.get("chrf")), _pct(z.get("off_target"))]
         if comparison.speed:
-            s = scores[a][testsets[0]].get("trained", {})
-            secs, n = s.get("seconds"), s.get("sentences")
+            secs, n = first.get("seconds"), first.get("sentences")
             row.append(_fmt(n / secs if secs and n else None, ".0f"))
         rows.append(row)
     if base:  # the copy-the-source baseline of the same sentences
-        copy_row = ["copy the source", "", "", "", ""]
+        copy_row = ["copy the source", *[""] * (len(about) - 1)]
         for t in testsets:
             s = base[t].get("trained", {})
             copy_row += [_fmt(s.get("copy_chrf")), _fmt(s.get("copy_bleu"))]
