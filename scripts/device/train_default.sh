@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 20's GPU recipe on a lent machine: the default model's dense 8-2 then LSL 8-2 stages
 # (training/recipes/default_{dense,lsl}_8-2.yaml) from scratch on the mixed corpus, with a
-# tokenizer retrained on it, then the int8 bundle, which comes back in $OUT.
+# tokenizer trained on it (prepare.sh trains it and the kit carries it), then the int8
+# bundle, which comes back in $OUT.
 #
 # A session's device time is 15 minutes, the machine's start included, and one call runs at
 # most 10 minutes; a checkpoint cannot come back (the tool returns 64 MiB; last.pt is 316 MB).
@@ -13,8 +14,9 @@
 #
 #   scripts/device/prepare.sh                                       # here, once
 #   device run: bash scripts/device/train_default.sh, carry [".device"], timeout_s 600
-#   DENSE_STEPS=2 LSL_STEPS=2 SET=training.eval_sentences=2 OUT=/tmp/out \
+#   DENSE_STEPS=2 LSL_STEPS=2 SET=training.eval_sentences=2 OUT=/tmp/out KIT=DIR \
 #       PY=.venv/bin/python scripts/device/train_default.sh          # a smoke run on a CPU
+#   (DIR: the pack and the tokenizer without the wheels, which are for the machine's 3.12)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=${PY:-python3}
