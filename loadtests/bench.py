@@ -508,6 +508,7 @@ def _server_env(args, route) -> dict[str, str]:
 def bench_server(models, mode: Mode, args, route, log) -> dict:
     from server.bundles import load_served_bundle
     from server.engines import default_loader
+    from server.express import lane_translator
     from server.settings import Settings
     from server.text import sentences_of, split_text
 
@@ -518,7 +519,8 @@ def bench_server(models, mode: Mode, args, route, log) -> dict:
     # The server's own splitting and tokenizing, so both sides translate the same pieces.
     pieces = [served.encode(s, src, tgt) for t in texts for s in sentences_of(split_text(t, src))]
     settings = Settings(device=args.device)
-    translator, _ = default_loader(served.bundle, src, tgt, settings)
+    engine, _ = default_loader(served.bundle, src, tgt, settings)
+    translator = lane_translator(engine, express=False)  # the direct calls are bulk batches
     positions, length = served.max_source_positions, mode.server_length
     guards = {
         "repetition_penalty": settings.repetition_penalty,

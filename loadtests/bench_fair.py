@@ -1,7 +1,9 @@
 """Fair share under mixed load: one-sentence requests alone and beside heavy clients, with
 the batches filled in arrival order (``fifo``), round-robin across clients (``fair``), or
-round-robin with an express lane for short requests (``express``: ``fair`` and
-``LSMT_EXPRESS_BATCH_SIZE``, ``--express``).
+round-robin with an express lane for short requests (``LSMT_EXPRESS_BATCH_SIZE``,
+``--express``): as the server runs it on a CPU, the lane on a translator of its own beside the
+bulk slots' niced one (``express``, ``LSMT_BULK_NICE``, server/express.py), or one translator
+with a worker more (``express-shared``, ``LSMT_BULK_NICE=0``).
 
     python -m loadtests.bench_fair [--bundle models/default] [--route en-es] [--heavy 8]
                                    [--small 20] [--rounds 2] [--express 1] [--small-rate R]
@@ -36,13 +38,14 @@ from pathlib import Path
 
 import httpx
 
+from server.settings import Settings
 from server.timing import parse_server_timing
 
 from .results import write_results
 from .server_process import ROOT, ServerProcess
 
 NTREX = ROOT / "training" / "data" / "ntrex128" / "newstest2019-src.eng.txt"
-POLICIES = ("fifo", "fair", "express")
+POLICIES = ("fifo", "fair", "express-shared", "express")
 STAGES = ("tokenize", "queue", "decode", "check", "detokenize")  # server.timing's, without total
 SPLIT = (*STAGES, "between", "outside")  # a small request's latency, whole
 
@@ -54,7 +57,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--route", default="en-es")
     p.add_argument("--heavy", type=int, default=8, help="heavy clients beside the small ones")
     p.add_argument("--small", type=int, default=20, help="small requests per measurement")
-    p.add_argument("--rounds", type=int, default=2, help="rounds of both policies")
+    p.add_argument("--rounds", type=int, default=2, help="rounds of every policy")
     p.add_argument("--out", type=Path, default=ROOT / "runs" / "bench_fair")
     p.add_argument("--paragraphs", type=int, default=16, help="paragraphs per heavy request")
     p.add_argument(
@@ -65,6 +68,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument(
         "--express", type=int, default=1, help="the express policy's LSMT_EXPRESS_BATCH_SIZE"
+    )
+    p.add_argument(
+        "--bulk-nice",
+        type=int,
+        default=Settings.model_fields["bulk_nice"].default,
+        help="the express policy's LSMT_BULK_NICE",
     )
     p.add_argument(
         "--small-rate",
@@ -218,7 +227,8 @@ def measure_policy(args: argparse.Namespace, policy: str) -> dict:
     keys = [f"heavy-{i}" for i in range(args.heavy)] + ["small"]
     env = {
         "LSMT_BATCH_POLICY": "fifo" if policy == "fifo" else "fair",
-        "LSMT_EXPRESS_BATCH_SIZE": str(args.express if policy == "express" else 0),
+        "LSMT_EXPRESS_BATCH_SIZE": str(args.express if policy.startswith("express") else 0),
+        "LSMT_BULK_NICE": "0" if policy == "express-shared" else str(args.bulk_nice),
         "LSMT_API_KEYS": ",".join(keys),
         "LSMT_WARMUP_ROUTES": args.route,
         "LSMT_QUEUE_SIZE": "1024",

@@ -33,10 +33,13 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .bundle import Bundle
 from .store import SHA256, XXH3, hexdigest
+
+if TYPE_CHECKING:
+    from .engines import Opener
 
 CONTENTS = "contents.json"
 CHECKSUM = XXH3
@@ -217,32 +220,36 @@ def load_route_engine(
     src: str,
     tgt: str,
     quantization: str | None,
+    *,
+    opener: Opener | None = None,
     **options: Any,
 ) -> tuple[Any, int]:
     """The route's engine and its weights' bytes (what the server loads): from the cache when
     it holds it, else built straight into a new entry and opened from there (without a cache:
-    from a temporary directory). ``options`` are :func:`lsmt_bundle.engines.open_engine`'s."""
+    from a temporary directory). ``opener(directory, **options)`` opens it (default
+    :func:`lsmt_bundle.engines.open_engine`: ``options`` are its)."""
     from .engines import open_engine, open_route_engine_on_disk, return_freed_memory
 
+    opener = opener or open_engine
     key = None if cache_ is None else engine_key(bundle, src, tgt, quantization)
     if cache_ is None or key is None:
-        return open_route_engine_on_disk(bundle, src, tgt, quantization, **options)
+        return open_route_engine_on_disk(bundle, src, tgt, quantization, opener=opener, **options)
     entry = cache_.get(key, verify=False)
     if entry is not None:
-        engine = _open_checked(entry, options)
+        engine = _open_checked(entry, opener, options)
         if engine is not None:
             return engine
         cache_.discard(key)
     entry = _build_entry(cache_, key, bundle, src, tgt, quantization)
     try:
-        engine = open_engine(entry, **options)
+        engine = opener(entry, **options)
         return_freed_memory()
         return engine
     except Exception:
         if entry.is_dir():
             raise  # the engine's own failure
         # the entry went in between (another process's eviction)
-        return open_route_engine_on_disk(bundle, src, tgt, quantization, **options)
+        return open_route_engine_on_disk(bundle, src, tgt, quantization, opener=opener, **options)
 
 
 def _build_entry(
@@ -253,17 +260,15 @@ def _build_entry(
     return cache_.store(key, lambda out: save_route_engine(bundle, src, tgt, quantization, out))
 
 
-def _open_checked(entry: Path, options: dict[str, Any]) -> tuple[Any, int] | None:
+def _open_checked(entry: Path, opener: Opener, options: dict[str, Any]) -> tuple[Any, int] | None:
     """The entry's engine, loaded while its files' checksums are checked in another thread (both
     read the same files, and hashing and CTranslate2's loading release the GIL: a hit costs
     the longer of the two, not their sum); None, the engine dropped unused, when the check
     fails."""
-    from .engines import open_engine
-
     with ThreadPoolExecutor(1, thread_name_prefix="lsmt-cache-check") as pool:
         intact = pool.submit(EngineCache.intact, entry)
         try:
-            engine = open_engine(entry, **options)
+            engine = opener(entry, **options)
         except Exception:
             if intact.result():
                 raise  # a whole entry that does not load: the load's own failure

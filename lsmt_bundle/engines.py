@@ -57,15 +57,28 @@ def open_engine(model: Path | dict[str, bytes], **options: Any) -> tuple[Any, in
     return ct2.open_translator(model, **options)
 
 
+# opener(directory, **options) -> (engine, weights' bytes): open_engine, or the server's
+# pair of translators (server/express.py)
+Opener = Callable[..., tuple[Any, int]]
+
+
 def open_route_engine_on_disk(
-    bundle: Bundle, src: str, tgt: str, quantization: str | None, **options: Any
+    bundle: Bundle,
+    src: str,
+    tgt: str,
+    quantization: str | None,
+    *,
+    opener: Opener | None = None,
+    **options: Any,
 ) -> tuple[Any, int]:
-    """The route's engine, written to a temporary directory and opened from there. A
-    CTranslate2 model loaded from memory keeps a copy of its files for as long as it lives
-    (measured: 23.9 MiB resident for an 11.1 MiB engine, 12.6 MiB from a directory), so a
-    server that holds many engines reads them from disk."""
+    """The route's engine, written to a temporary directory and opened from there (by
+    ``opener``, default :func:`open_engine`). A CTranslate2 model loaded from memory keeps a
+    copy of its files for as long as it lives (measured: 23.9 MiB resident for an 11.1 MiB
+    engine, 12.6 MiB from a directory), so a server that holds many engines reads them from
+    disk."""
+    opener = opener or open_engine
     with tempfile.TemporaryDirectory(prefix="lsmt-engine-") as tmp:
-        engine = open_engine(save_route_engine(bundle, src, tgt, quantization, tmp), **options)
+        engine = opener(save_route_engine(bundle, src, tgt, quantization, tmp), **options)
     return_freed_memory()
     return engine
 

@@ -23,9 +23,10 @@ the express lane (and CTranslate2 one worker more: ``Settings.engine_workers``):
 hold at most E sentences, from the jobs with the fewest sentences left first, and it takes
 only light jobs (requests of at most E sentences). The bulk slots take light jobs only when
 no heavy one waits. A one-sentence request beside documents then starts at once on the extra
-worker, sharing the cores with the running batches for its few milliseconds, instead of
-waiting for a full batch; with no light job waiting the lane is idle and the bulk slots keep
-every core.
+worker instead of waiting for a full batch; with no light job waiting the lane is idle and
+the bulk slots keep every core. On the CPU the lane's worker is a translator of its own and the
+bulk slots' threads run niced (``bulk_nice``, server/express.py), so the short batch gets the
+cores first instead of sharing them with the running batches.
 
 The queue is bounded (``queue_size`` jobs waiting per engine): ``submit`` raises ``QueueFull``
 at once instead of queueing forever. A job whose request timed out is skipped.
@@ -48,6 +49,7 @@ from lsmt_core.routes import Route
 
 from .bundles import ServedBundle
 from .engines import EngineRegistry, EngineUnavailable
+from .express import lane_translator
 from .metrics import Metrics
 from .settings import Settings
 
@@ -353,7 +355,7 @@ class Batcher:
     ) -> None:
         jobs = list(dict.fromkeys(j for j, _ in items))
         try:
-            results = await self._translate(items, opts, tokens, len(jobs))
+            results = await self._translate(lane, items, opts, tokens, len(jobs))
             self._deliver(items, results)
         except Exception as exc:
             if not isinstance(exc, EngineUnavailable):
@@ -365,7 +367,7 @@ class Batcher:
             self._release_lane(lane)
 
     async def _translate(
-        self, items: list[tuple[Job, int]], opts: DecodeOptions, tokens: int, n_jobs: int
+        self, lane: str, items: list[tuple[Job, int]], opts: DecodeOptions, tokens: int, n_jobs: int
     ) -> list[Any]:
         loop = asyncio.get_running_loop()
         engine = await self.registry.acquire(self.served, self.route)
@@ -375,7 +377,7 @@ class Batcher:
             results = await loop.run_in_executor(
                 self.executor,
                 run_translate_batch,
-                engine.translator,
+                lane_translator(engine.translator, express=lane == "express"),
                 sources,
                 opts,
                 self.served.max_source_positions,

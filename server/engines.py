@@ -36,6 +36,7 @@ from typing import Any
 from lsmt_core.routes import Route, route_key
 
 from .bundles import ServedBundle
+from .express import open_lanes
 from .metrics import Metrics
 from .schemas import EngineInfo
 from .settings import Settings
@@ -49,7 +50,8 @@ Loader = Callable[[Any, str, str, Settings], tuple[Any, int]]
 def default_loader(bundle: Any, src: str, tgt: str, settings: Settings) -> tuple[Any, int]:
     """The route's engine (a CTranslate2 translator, or a hybrid engine for an LSTM-decoder
     bundle): from the engine cache when it holds it, else assembled (numpy), built, and
-    stored in the cache for the next cold start."""
+    stored in the cache for the next cold start. With ``settings.express_engine_apart`` it is
+    a ``LaneEngines`` pair of the same files: the bulk slots' (niced) and the express lane's."""
     from lsmt_bundle.ct2 import saved_quantization
     from lsmt_bundle.engine_cache import load_route_engine
 
@@ -59,6 +61,7 @@ def default_loader(bundle: Any, src: str, tgt: str, settings: Settings) -> tuple
         src,
         tgt,
         saved_quantization(settings.resolved_compute_type),
+        opener=open_lanes(settings.bulk_nice) if settings.express_engine_apart else None,
         device=settings.resolved_device,
         device_index=settings.device_index,
         compute_type=settings.resolved_compute_type,

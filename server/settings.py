@@ -108,6 +108,15 @@ class Settings(BaseSettings):
         "sentences (the shortest first), so that a short request starts at once beside the "
         "running batches instead of waiting for one; 0: no express lane.",
     )
+    bulk_nice: int = Field(
+        10,
+        ge=0,
+        le=19,
+        description="CPU with the express lane: the lane gets a translator of its own and the "
+        "bulk slots' translator threads run this much nicer, so a short request's batch gets "
+        "the cores first (server/express.py; costs a second copy of each engine's weights); "
+        "0: one translator per engine.",
+    )
     queue_size: int = Field(
         256, ge=1, description="Requests waiting per engine; beyond it: 429 + Retry-After."
     )
@@ -243,6 +252,12 @@ class Settings(BaseSettings):
     def engine_workers(self) -> int:
         """CTranslate2 workers per engine: the batch slots, the express lane's included."""
         return self.resolved_inter_threads + (1 if self.express_batch_size else 0)
+
+    @property
+    def express_engine_apart(self) -> bool:
+        """Whether an engine is two translators, the express lane's and the niced bulk
+        slots' (``bulk_nice``): on the CPU, where threads share the cores."""
+        return self.resolved_device == "cpu" and self.express_batch_size > 0 and self.bulk_nice > 0
 
     @property
     def resolved_intra_threads(self) -> int:

@@ -170,17 +170,17 @@ def test_fair_share_benchmark_quick(tmp_path):
     out = tmp_path / "fair"
     result = bench_fair.main(["--quick", "--small-rate", "4", "--out", str(out)])
     saved = json.loads((out / "fair_share.json").read_text())
-    assert [r["policy"] for r in saved["rows"]] == ["fifo", "fair", "express"]
+    assert [r["policy"] for r in saved["rows"]] == ["fifo", "fair", "express-shared", "express"]
     for row in saved["rows"]:
         assert row["heavy_errors"] == 0 and row["heavy_sentences_per_s"] > 0, row
         assert 0 < row["alone_p50_s"] <= row["alone_p95_s"], row
         assert row["small_requests_beside"] == 4, row  # sent on time: 4 a second for 1 s
         # the server's stages (Server-Timing) were read: a sentence was decoded
         assert row["beside_median_decode_s"] > 0 and row["beside_tail_decode_s"] > 0, row
-    assert set(result["over_fifo"]) == {"fair", "express"}
+    assert set(result["over_fifo"]) == {"fair", "express-shared", "express"}
     assert set(result["over_fifo"]["express"]) == {"small_p95_beside", "heavy_throughput"}
     with open(out / "fair_share.csv") as f:
-        assert len(list(csv.DictReader(f))) == 3
+        assert len(list(csv.DictReader(f))) == 4
     _png(out / "fair_share.png")
 
 

@@ -182,13 +182,14 @@ def slow_loader(delay_s: float, calls: list | None = None, load_delay_s: float =
     flight) and every load sleeps ``load_delay_s`` (to widen the cold-start window).
     ``calls`` collects (src, tgt) of each load."""
     from server.engines import default_loader
+    from tests.server.translators import each_translator
 
     def load(bundle, src, tgt, settings):
         if calls is not None:
             calls.append((src, tgt))
         time.sleep(load_delay_s)
         translator, nbytes = default_loader(bundle, src, tgt, settings)
-        return SlowTranslator(translator, delay_s), nbytes
+        return each_translator(translator, lambda t: SlowTranslator(t, delay_s)), nbytes
 
     return load
 

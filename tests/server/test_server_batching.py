@@ -146,18 +146,20 @@ def test_a_one_sentence_request_is_not_held_behind_documents(make_server, slow, 
 @pytest.mark.integration
 def test_the_express_lane_runs_a_short_request_in_a_small_batch(make_server):
     """Documents keep both bulk slots busy; a one-sentence request sent among them runs at
-    once in an express batch of its own size beside them and is answered before any
-    document; the express lane runs no document sentence, so the bulk batches stay full."""
+    once in an express batch of its own size beside them, on the lane's own translator (the
+    CPU's pair, server/express.py), and is answered before any document; the express lane
+    runs no document sentence, so the bulk batches stay full."""
     from server.engines import default_loader
+    from server.express import LaneEngines
 
-    batches: list[list[list[str]]] = []
+    batches: list[tuple[str, list[list[str]]]] = []  # (translator, sources) per batch
 
     class Recording:  # every batch's sources; a batch takes 30 ms per sentence
-        def __init__(self, inner) -> None:
-            self.inner = inner
+        def __init__(self, inner, name: str) -> None:
+            self.inner, self.name = inner, name
 
         def translate_batch(self, sources, *args, **kwargs):
-            batches.append([list(s) for s in sources])
+            batches.append((self.name, [list(s) for s in sources]))
             time.sleep(0.03 * len(sources))
             return self.inner.translate_batch(sources, *args, **kwargs)
 
@@ -165,8 +167,9 @@ def test_the_express_lane_runs_a_short_request_in_a_small_batch(make_server):
             return getattr(self.inner, name)
 
     def load(bundle, src, tgt, settings):
-        translator, nbytes = default_loader(bundle, src, tgt, settings)
-        return Recording(translator), nbytes
+        pair, nbytes = default_loader(bundle, src, tgt, settings)
+        assert isinstance(pair, LaneEngines)
+        return LaneEngines(Recording(pair.bulk, "bulk"), Recording(pair.express, "express")), nbytes
 
     srv = make_server(
         loader=load, inter_threads=2, express_batch_size=1, max_batch_size=8, batch_wait_ms=0
@@ -174,15 +177,16 @@ def test_the_express_lane_runs_a_short_request_in_a_small_batch(make_server):
     small = {"text": "Where is the station?", "source": "en", "target": "de", "beam_size": 1}
     document = {**small, "text": ["Follow me."] * 24}
     assert httpx.post(f"{srv.url}/v1/translate", json=small, timeout=60).status_code == 200
+    assert [name for name, _ in batches] == ["express"]  # alone, too
     batches.clear()
     # the documents are queued and both lanes busy when the small one is sent
     finished = documents_then_one(srv, document, 3, small, after_s=0.3)
     assert finished["small"] < min(v for k, v in finished.items() if k != "small")
-    doc_sentence = batches[0][0]  # every document sentence is the same
-    with_small = [b for b in batches if any(s != doc_sentence for s in b)]
-    assert len(with_small) == 1 and len(with_small[0]) == 1, with_small  # an express batch
-    sizes = [len(b) for b in batches if b not in with_small]
-    assert sizes == [8] * 9  # every document sentence in a full bulk batch
+    doc_sentence = batches[0][1][0]  # every document sentence is the same
+    with_small = [(n, b) for n, b in batches if any(s != doc_sentence for s in b)]
+    assert with_small == [("express", with_small[0][1])] and len(with_small[0][1]) == 1
+    rest = [(n, len(b)) for n, b in batches if (n, b) not in with_small]
+    assert rest == [("bulk", 8)] * 9  # every document sentence in a full bulk batch
     # the small one ran while both bulk slots were busy: beside two batches, not after them
     small_at = batches.index(with_small[0])
     assert 2 <= small_at < len(batches) - 2, small_at

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import pytest
 
 from lsmt_core.langid import LanguageDetector
+from server.express import lane_translator
 from server.output_checks import (
     RETRY,
     is_length_off,
@@ -20,6 +21,7 @@ from server.output_checks import (
 )
 from server.settings import Settings
 from server.timing import parse_server_timing
+from tests.server.translators import each_translator
 
 GUARDS = ("repetition_penalty", "no_repeat_ngram_size")
 EN = "And Jesus said unto them, Follow me, and I will make you fishers of men."
@@ -98,11 +100,12 @@ class Result:
 class CraftedOutput:
     """The real translator; the first decoding's hypotheses are rewritten by ``craft``
     (pieces -> pieces). The retry (decoded with ``RETRY``'s settings) gets the real output,
-    unless ``always``. Every decoding takes at least ``delay_s``."""
+    unless ``always``. Every decoding takes at least ``delay_s``. ``calls`` collects each
+    decoding's options (shared by an engine's two translators on the CPU)."""
 
-    def __init__(self, inner, craft, always: bool, delay_s: float = 0.0) -> None:
+    def __init__(self, inner, craft, always: bool, delay_s: float, calls: list[dict]) -> None:
         self.inner, self.craft, self.always, self.delay_s = inner, craft, always, delay_s
-        self.calls: list[dict] = []
+        self.calls = calls
 
     def translate_batch(self, sources, **kwargs):
         self.calls.append(kwargs)
@@ -122,7 +125,10 @@ def crafted_loader(craft, always: bool = False, engines: list | None = None, del
 
     def load(bundle, src, tgt, settings):
         translator, nbytes = default_loader(bundle, src, tgt, settings)
-        wrapped = CraftedOutput(translator, craft, always, delay_s)
+        calls: list[dict] = []
+        wrapped = each_translator(
+            translator, lambda t: CraftedOutput(t, craft, always, delay_s, calls)
+        )
         if engines is not None:
             engines.append(wrapped)
         return wrapped, nbytes
@@ -151,7 +157,7 @@ def metric(client, name: str, label: str) -> float:
 
 @pytest.mark.integration
 def test_a_repeating_output_is_decoded_again_and_the_retry_kept(make_server):
-    engines: list[CraftedOutput] = []
+    engines: list = []  # CraftedOutput or a pair of them
     # The server's own decoding guards (the test factory turns them off for the tiny model).
     guards = {name: Settings.model_fields[name].default for name in GUARDS}
     assert guards == {"repetition_penalty": 1.1, "no_repeat_ngram_size": 4}
@@ -162,7 +168,7 @@ def test_a_repeating_output_is_decoded_again_and_the_retry_kept(make_server):
         assert r.status_code == 200, r.text
         t = r.json()["translations"][0]
         assert t["warnings"] == []  # the retry fixed it
-        first, retry = engines[0].calls
+        first, retry = lane_translator(engines[0], express=True).calls
         assert {name: first[name] for name in GUARDS} == guards
         assert retry["repetition_penalty"] == RETRY.repetition_penalty
         assert retry["no_repeat_ngram_size"] == RETRY.no_repeat_ngram_size
