@@ -12,7 +12,7 @@ import pytest
 
 from lsmt_bundle import load_bundle
 from server.engines import default_loader
-from server.express import LaneEngines, call_niced, lane_translator
+from server.express import LaneEngines, lane_translator, start_niced
 from server.settings import Settings
 
 pytestmark = pytest.mark.skipif(
@@ -43,7 +43,7 @@ def test_threads_started_by_a_niced_call_keep_its_value_and_the_caller_keeps_its
         worker.start()
         return worker.native_id or 0
 
-    worker_id = call_niced(7, start_a_worker)
+    worker_id = start_niced(7, start_a_worker).result()
     try:
         assert seen["opener"] == min(19, mine + 7)
         assert nice_of(worker_id) == min(19, mine + 7)  # inherited, still running
@@ -57,7 +57,18 @@ def test_a_niced_call_raises_what_it_raised():
         raise ValueError("no such engine")
 
     with pytest.raises(ValueError, match="no such engine"):
-        call_niced(5, fails)
+        start_niced(5, fails).result()
+
+
+def test_where_the_system_refuses_a_nice_value_the_call_still_runs(monkeypatch, caplog):
+    def refuse(*args):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "setpriority", refuse)
+    mine = nice_of(threading.get_native_id())
+    with caplog.at_level("WARNING", logger="server.express"):
+        assert start_niced(5, lambda: nice_of(threading.get_native_id())).result() == mine
+    assert "setpriority failed" in caplog.text
 
 
 def test_an_engine_on_the_cpu_is_a_pair_with_only_the_bulk_threads_niced(tiny_bundle):
