@@ -31,6 +31,14 @@ CALL_MIN=${CALL_MIN:-7.5}
 # About 18 updates a second on one H100 (docs/training.md): the time limits stop them first.
 DENSE_STEPS=${DENSE_STEPS:-8000}
 LSL_STEPS=${LSL_STEPS:-9000}
+# Target tokens per update. The recipes' 16,384 ran at about 18 updates a second on an H100
+# (docs/training.md): for a d256 model that is per-step overhead, not arithmetic, so four times
+# the tokens should cost far less than four times the time; a few minutes of training then see
+# several times the text. Not measured yet (no GPU since): the call's metrics.jsonl records
+# tgt_tokens_per_s, so the first call says. WARMUP (the dense stage's): the recipe's 800 steps
+# would be most of the stage at this size.
+BATCH_TOKENS=${BATCH_TOKENS:-65536}
+WARMUP=${WARMUP:-300}
 SET=${SET:-}  # more recipe overrides for both stages, e.g. training.eval_sentences=2
 DATA=data/gpu_mixed
 : "${OUT:?OUT: where the bundle goes (the device tool sets it)}"
@@ -60,11 +68,12 @@ stage() {  # stage NAME STEPS MINUTES [--set overrides]: runs/gpu_NAME, started 
     if [ -f "$run/last.pt" ]; then args=(--resume); else
         # shellcheck disable=SC2086  # SET: one override per word
         args=(--config "training/recipes/default_${name}_8-2.yaml" --set \
-            "data.dir=$DATA/corpus" "data.tokenizer=$DATA/tokenizer" "$@" $SET); fi
+            "data.dir=$DATA/corpus" "data.tokenizer=$DATA/tokenizer" \
+            "training.batch_tokens=$BATCH_TOKENS" "$@" $SET); fi
     "$PY" -m training.train "${args[@]}" --out "$run" --max-steps "$steps" --time-limit "$minutes"
 }
 
-stage dense "$DENSE_STEPS" "$(minutes_left "$DENSE_MIN")"
+stage dense "$DENSE_STEPS" "$(minutes_left "$DENSE_MIN")" "training.warmup_steps=$WARMUP"
 stage lsl "$LSL_STEPS" "$(minutes_left "$CALL_MIN")" init_from=runs/gpu_dense/best.pt
 rm -rf runs/gpu_lsl/bundle
 "$PY" -m model_export --checkpoint runs/gpu_lsl --out runs/gpu_lsl/bundle --name default \
