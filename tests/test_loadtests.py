@@ -184,6 +184,23 @@ def test_fair_share_benchmark_quick(tmp_path):
     _png(out / "fair_share.png")
 
 
+def test_lanes_benchmark_counts_both_translators(tmp_path):
+    """One translator against the express lane's pair, each in its own process on the default
+    model: the pair's budget bytes are exactly twice, and every figure was measured."""
+    from loadtests import bench_lanes
+
+    out = tmp_path / "lanes"
+    result = bench_lanes.main(["--rounds", "1", "--routes", "en-es,en-fr", "--out", str(out)])
+    rows = json.loads((out / "lanes.json").read_text())["rows"]
+    assert [r["way"] for r in rows] == ["one translator", "pair"]
+    one, pair = rows
+    assert pair["budget_mib"] == pytest.approx(2 * one["budget_mib"])
+    assert all(r["resident_mib"] > 0 and r["cold_load_ms"] > 0 for r in rows), rows
+    assert result["pair_over_one"]["budget_mib"] == pytest.approx(2.0)
+    with open(out / "lanes.csv") as f:
+        assert len(list(csv.DictReader(f))) == 2
+
+
 def test_cluster_benchmark_quick(tmp_path):
     """Both modes measured on a real local Ray with the default model; outputs well formed."""
     from loadtests import bench_cluster
