@@ -42,7 +42,8 @@ PER_THREAD_NICE = sys.platform.startswith("linux")
 @dataclass
 class LaneEngines:
     """An engine as two translators of the same model: ``bulk`` (niced threads) and
-    ``express``. The registry moves and drops them together."""
+    ``express``. To the registry it is one engine: the translator calls it makes (unload,
+    load, ``model_is_loaded``) apply to both."""
 
     bulk: Any
     express: Any
