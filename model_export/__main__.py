@@ -302,7 +302,7 @@ def corpus_provenance(stats_file: Path) -> dict | None:
         # every source with its licence and package versions (corpora built before the
         # package sources have only the Bible, recorded above)
         "sources": {
-            name: {k: info[k] for k in ("licence", "description", "packages") if k in info}
+            name: {k: info[k] for k in ("licence", "description", "packages", "files") if k in info}
             for name, info in stats.get("sources", {}).items()
         },
         "pairs_by_source": stats.get("pairs_by_source", {}).get("train", {}),

@@ -28,6 +28,7 @@ TESTSETS = {
     "ntrex": "NTREX-128 (news)",
     "libreoffice-help-test": "LibreOffice help (held-out pages)",
     "libreoffice-ui-test": "LibreOffice UI strings (held-out dialogs)",
+    "tatoeba-test": "Tatoeba (everyday sentences, held out)",
 }
 
 
@@ -94,6 +95,8 @@ def source_table(corpus: dict, languages: list[str]) -> list[str]:
         if len(info.get("packages", {})) > 3:
             first = sorted(info["packages"])[0]
             packages = f"`{first.rsplit('-', 1)[0]}-*` {info['packages'][first]}"
+        if "files" in info:  # committed in the repository, with its licence and attribution
+            packages = f"[`{info['files']}`]({info['files']}/)"
         counts = per.get(name, {})
         rows.append(
             f"| {name} | {info.get('licence', '')} | {packages} | "

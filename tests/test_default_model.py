@@ -104,12 +104,15 @@ def test_default_bundle_is_small_language_specific_and_its_sources_licensed():
     assert set(corpus["editions"]) == set(bundle.manifest.languages)
     for lang, ed in corpus["editions"].items():
         assert ed["public_domain"] and not ed["restricted"], (lang, ed)
-    # every package source it was trained on is named with its licence and package versions
-    # (bundles built before the package sources record the Bible's editions only)
+    # every source it was trained on is named with its licence and package versions, or the
+    # committed folder that holds it with its attribution (bundles built before the package
+    # sources record the Bible's editions only)
     for name in corpus["build_args"].get("sources", ["bible"]):
         if name != "bible":
             info = corpus["sources"][name]
-            assert info["licence"] and info["packages"], name
+            assert info["licence"] and (info["packages"] or info.get("files")), name
+            if info.get("files"):
+                assert list((ROOT / info["files"]).glob("LICENSE*")), name
 
 
 def test_every_offered_route_translates_well_above_copy(server_url, heldout):

