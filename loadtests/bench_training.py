@@ -3,13 +3,17 @@ side in one run, for each way of running a training step we can choose between.
 
     python loadtests/bench_training.py [--recipe default_dense_8-2] [--steps 20] [--warmup 3]
         [--batch-tokens 4096] [--pairs-per-route 1000] [--out runs/bench_training]
+        [--configs fp32,bf16]      # only the configurations whose name has one of these words
 
 Configurations: intra-op threads (1, 2) x output layer (full vocabulary, restricted to the
 target language's vocabulary: ``data.target_vocab.restrict_output``), then the Adam
-implementation (per-parameter loop, ``foreach``, ``fused``). Each one builds the
-recipe's model from the same seed and times ``--steps`` optimizer updates after ``--warmup``
-untimed ones on the same sequence of batches; reported are target tokens/s and the ratio to
-the first configuration. Writes results.json, results.csv and results.png under --out.
+implementation (per-parameter loop, ``foreach``, ``fused``), then the precision: fp32 against
+bf16 autocast (``training.precision: bf16``; native on CPUs with AVX-512 BF16 or AMX, see
+:func:`training.distributed.cpu_has_native_bf16`). Each one builds the recipe's model from the
+same seed and times ``--steps`` optimizer updates after ``--warmup`` untimed ones on the same
+sequence of batches; reported are target tokens/s, the ratio to the first configuration, and
+the loss over the last updates (the same batches for every configuration, so a precision that
+learns worse shows there). Writes results.json, results.csv and results.png under --out.
 Needs the recipe's corpus and tokenizer (``make default-model`` builds them first).
 """
 
@@ -23,6 +27,7 @@ from pathlib import Path
 import torch
 
 from loadtests.results import write_results
+from training.distributed import cpu_has_native_bf16
 from training.recipe import load_recipe
 from training.step import make_optimizer
 from training.trainer import Trainer
@@ -39,12 +44,30 @@ CONFIGS = [
         "adam": "foreach",
     },
     {"name": "2 threads, restricted, fused Adam", "threads": 2, "restrict": True, "adam": "fused"},
+    {
+        "name": "2 threads, restricted, fp32",
+        "threads": 2,
+        "restrict": True,
+        "adam": "fused",
+        "precision": "fp32",
+    },
+    {
+        "name": "2 threads, restricted, bf16 autocast",
+        "threads": 2,
+        "restrict": True,
+        "adam": "fused",
+        "precision": "bf16",
+    },
 ]
+# NLL averaged over this many last updates: "the loss after the same updates"
+LAST_UPDATES = 5
 
 
-def bench_overrides(pairs_per_route: int, batch_tokens: int, threads: int) -> dict:
-    """Recipe overrides of a throughput benchmark: fewer pairs to load, the batch size and
-    threads asked for, no evaluations or checkpoints inside the timed steps."""
+def bench_overrides(
+    pairs_per_route: int, batch_tokens: int, threads: int, precision: str = "fp32"
+) -> dict:
+    """Recipe overrides of a throughput benchmark: fewer pairs to load, the batch size,
+    threads and precision asked for, no evaluations or checkpoints inside the timed steps."""
     return {
         "data": {"max_pairs_per_route": pairs_per_route},
         "training": {
@@ -52,12 +75,15 @@ def bench_overrides(pairs_per_route: int, batch_tokens: int, threads: int) -> di
             "eval_every": 0,
             "save_every": 0,
             "num_threads": threads,
+            "precision": precision,
         },
     }
 
 
 def measure(recipe_name: str, cfg: dict, args: argparse.Namespace, out: Path) -> dict:
-    overrides = bench_overrides(args.pairs_per_route, args.batch_tokens, cfg["threads"])
+    overrides = bench_overrides(
+        args.pairs_per_route, args.batch_tokens, cfg["threads"], cfg.get("precision", "fp32")
+    )
     recipe = load_recipe(recipe_name, overrides)
     if recipe.data.target_vocab is None:
         raise SystemExit(f"{recipe_name} has no data.target_vocab: nothing to restrict")
@@ -83,6 +109,8 @@ def measure(recipe_name: str, cfg: dict, args: argparse.Namespace, out: Path) ->
         "seconds": seconds,
         "tokens": tokens,
         "mean_nll": sum(losses) / len(losses),
+        "last_nll": sum(losses[-LAST_UPDATES:]) / len(losses[-LAST_UPDATES:]),
+        "precision": str(trainer.autocast_dtype or "fp32").removeprefix("torch."),
     }
 
 
@@ -94,20 +122,37 @@ def main() -> int:
     p.add_argument("--batch-tokens", type=int, default=4096)
     p.add_argument("--pairs-per-route", type=int, default=1000)
     p.add_argument("--out", type=Path, default=Path("runs/bench_training"))
+    p.add_argument(
+        "--configs",
+        type=lambda v: [w.strip() for w in v.split(",") if w.strip()],
+        default=None,
+        help="comma-separated words: run only the configurations whose name has one of them",
+    )
     args = p.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
 
+    configs = [
+        c for c in CONFIGS if args.configs is None or any(w in c["name"] for w in args.configs)
+    ]
+    if not configs:
+        raise SystemExit(
+            f"--configs {args.configs} matches none of: {[c['name'] for c in CONFIGS]}"
+        )
     rows = []
-    for cfg in CONFIGS:
+    for cfg in configs:
         row = measure(args.recipe, cfg, args, args.out)
         row["ratio"] = row["tgt_tokens_per_s"] / (rows[0] if rows else row)["tgt_tokens_per_s"]
         rows.append(row)
         print(
             f"{row['name']:<32} {row['tgt_tokens_per_s']:>8.0f} target tokens/s  "
-            f"x{row['ratio']:.2f}  (mean NLL {row['mean_nll']:.3f})",
+            f"x{row['ratio']:.2f}  (NLL over the last {LAST_UPDATES} updates "
+            f"{row['last_nll']:.3f})",
             flush=True,
         )
-    machine = f"{platform.machine()} CPU, {torch.get_num_threads()} threads available"
+    machine = (
+        f"{platform.machine()} CPU, {torch.get_num_threads()} threads available, "
+        f"native bf16: {cpu_has_native_bf16()}"
+    )
     result = {"recipe": args.recipe, "machine": machine, **vars(args), "results": rows}
     result["out"] = str(args.out)
     write_results(args.out, result, rows)

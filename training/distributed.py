@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import platform
 import threading
+import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -51,8 +53,19 @@ def setup_distributed(device: str = "auto") -> DistInfo:
     return DistInfo(rank, world, local_rank, dev)
 
 
+def cpu_has_native_bf16() -> bool:
+    """Whether this CPU multiplies bf16 in hardware (AVX-512 BF16 or AMX): where it does not,
+    PyTorch emulates bf16 and autocast is slower than fp32."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text().split()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
 def resolve_precision(precision: str, device: torch.device) -> torch.dtype | None:
-    """The autocast dtype (None = fp32)."""
+    """The autocast dtype (None = fp32). ``bf16`` on a CPU without native bf16 falls back to
+    fp32 with a warning: emulated, it would only be slower (docs/training.md)."""
     if precision == "fp32":
         return None
     if precision == "auto":
@@ -61,6 +74,13 @@ def resolve_precision(precision: str, device: torch.device) -> torch.dtype | Non
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
     if precision == "fp16" and device.type != "cuda":
         raise ValueError("fp16 needs CUDA; use bf16 or fp32 on CPU")
+    if precision == "bf16" and device.type == "cpu" and not cpu_has_native_bf16():
+        warnings.warn(
+            "training.precision bf16: this CPU has no native bf16 (avx512_bf16 or amx_bf16 in "
+            "/proc/cpuinfo), training in fp32",
+            stacklevel=2,
+        )
+        return None
     return torch.bfloat16 if precision == "bf16" else torch.float16
 
 
