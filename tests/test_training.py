@@ -265,6 +265,32 @@ def test_cuda_mixed_precision(toy_data, tmp_path, precision):
     assert load_checkpoint(tmp_path / "cuda" / "last.pt", "last")["step"] == 6
 
 
+def test_bf16_on_the_cpu_where_it_is_native(toy_data, tmp_path, monkeypatch):
+    """training.precision bf16 on the CPU: autocast where the CPU multiplies bf16 natively
+    (the losses then differ from fp32's in the last digits, the same batches learn alike);
+    fp32 with a warning where bf16 would be emulated."""
+    from training import distributed
+
+    data, tok = toy_data
+
+    def first_losses(run: str, precision: str) -> list[float]:
+        r = tiny_recipe(data, tok, max_steps=4, precision=precision, save_every=4, eval_every=0)
+        trainer = Trainer(r, tmp_path / run, device="cpu", progress=False)
+        assert trainer.autocast_dtype == (torch.bfloat16 if precision == "bf16" else None)
+        trainer.run()
+        rows = map(json.loads, (tmp_path / run / "metrics.jsonl").read_text().splitlines())
+        return [row["loss"] for row in rows if row["kind"] == "train"]
+
+    if distributed.cpu_has_native_bf16():
+        fp32, bf16 = first_losses("fp32", "fp32"), first_losses("bf16", "bf16")
+        assert fp32 != bf16
+        assert bf16 == pytest.approx(fp32, rel=0.02)
+    monkeypatch.setattr(distributed, "cpu_has_native_bf16", lambda: False)
+    with pytest.warns(UserWarning, match="no native bf16"):
+        assert distributed.resolve_precision("bf16", torch.device("cpu")) is None
+    assert distributed.resolve_precision("auto", torch.device("cpu")) is None
+
+
 def test_cli_set_is_repeatable():
     """`--set a --set b` keeps both overrides (the add-language demo's own_decoder arm lost
     its tokenizer to the default argparse action, which kept only the last)."""
