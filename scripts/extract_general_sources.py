@@ -32,6 +32,8 @@ import xml.etree.ElementTree as ET
 import zipfile
 from pathlib import Path
 
+from lsmt_core.languages import LANGUAGE_EDITIONS
+
 OUT = Path(__file__).resolve().parents[1] / "training" / "data" / "general"
 ISO3 = {
     "ar": "ara",
@@ -50,16 +52,6 @@ TICO_REPO = "tico-19+tico-19.github.io"
 # our code -> the language tag of TICO-19's English-centred memory (Latin-American Spanish,
 # Brazilian Portuguese)
 TICO_LANGS = {"ar": "ar", "es": "es-LA", "fr": "fr", "pt": "pt-BR", "ru": "ru"}
-PUD_NAMES = {
-    "ar": "Arabic",
-    "de": "German",
-    "en": "English",
-    "es": "Spanish",
-    "fr": "French",
-    "it": "Italian",
-    "pt": "Portuguese",
-    "ru": "Russian",
-}
 XQUAD_LANGS = ("ar", "de", "en", "es", "ru")
 _SPACE = re.compile(r"\s+")
 
@@ -150,8 +142,8 @@ def tico19(mirror: Mirror) -> dict[str, int]:
 
 def ud_pud(root: Path) -> tuple[dict[str, int], dict[str, str]]:
     counts, commits = {}, {}
-    for lang, name in PUD_NAMES.items():
-        mirror = Mirror(root, f"UniversalDependencies+UD_{name}-PUD")
+    for lang in sorted(ISO3):  # UD names its repositories by the language's English name
+        mirror = Mirror(root, f"UniversalDependencies+UD_{LANGUAGE_EDITIONS[lang].name}-PUD")
         commits[lang] = mirror.commit
         text = mirror.read(f"{lang}_pud-ud-test.conllu").decode()
         rows, sent_id = [], None
