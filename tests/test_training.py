@@ -20,7 +20,7 @@ from training.batching import (
     SourceEncoder,
     route_probabilities,
 )
-from training.checkpoint import load_checkpoint, load_model
+from training.checkpoint import load_checkpoint, load_model, save_checkpoint
 from training.model import Route
 from training.recipe import RECIPES_DIR, RecipeError, load_recipe, recipe_from_dict
 from training.train import main as train_main
@@ -435,6 +435,35 @@ def test_slim_checkpoint_keeps_the_model_and_drops_resume_state(tiny_run, tmp_pa
         rtol=0,
         atol=2e-2,
     )
+
+
+def test_interpolated_checkpoint_lies_between_the_tuned_and_the_start(tiny_run, tmp_path):
+    """``interpolate``: every floating weight is (1 - w) * tuned + w * start, the ends are
+    the two checkpoints themselves, and checkpoints of other shapes are refused."""
+    from training.checkpoint import interpolate_checkpoints
+    from training.checkpoint import main as checkpoint_main
+
+    tuned, start = load_checkpoint(tiny_run / "last.pt"), load_checkpoint(tiny_run / "best.pt")
+    start["model"] = {k: v + 1.0 if v.is_floating_point() else v for k, v in start["model"].items()}
+    start_file = save_checkpoint(start, tmp_path / "start.pt")
+    dst = tmp_path / "mid.pt"
+    argv = ["interpolate", str(tiny_run / "last.pt"), str(start_file), str(dst), "--weight", "0.25"]
+    assert checkpoint_main(argv) == 0
+    mid = load_checkpoint(dst)
+    assert "optimizer" not in mid and mid["extra"]["interpolated"]["weight"] == 0.25
+    for k, v in tuned["model"].items():
+        expected = 0.75 * v + 0.25 * start["model"][k] if v.is_floating_point() else v
+        torch.testing.assert_close(mid["model"][k], expected)
+    for w, end in ((0.0, tuned), (1.0, start)):
+        ends = interpolate_checkpoints(tuned, start, w)["model"]
+        assert all(torch.allclose(ends[k].float(), end["model"][k].float()) for k in ends)
+    load_model(dst)  # a model the exporter can read
+    key = next(iter(start["model"]))
+    start["model"][key] = start["model"][key][:1]
+    with pytest.raises(ValueError, match="shape"):
+        interpolate_checkpoints(tuned, start, 0.5)
+    with pytest.raises(ValueError, match="outside"):
+        interpolate_checkpoints(tuned, tuned, 1.5)
 
 
 @pytest.mark.parametrize("store_dtype", ["float32", "int8"])

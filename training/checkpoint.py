@@ -241,6 +241,36 @@ def slim_checkpoint(ckpt: dict[str, Any], dtype: torch.dtype | None = None) -> d
     return slim
 
 
+def interpolate_checkpoints(
+    tuned: dict[str, Any], start: dict[str, Any], weight: float
+) -> dict[str, Any]:
+    """``tuned`` (weights only) with every floating weight moved back toward ``start`` by
+    ``weight``: (1 - weight) * tuned + weight * start. For a model fine-tuned from ``start``,
+    the points between keep much of what tuning gained and what it forgot (weight-space
+    ensembling, Wortsman et al. 2022, "Robust fine-tuning of zero-shot models"). The two must
+    hold the same tensors with the same shapes."""
+    if not 0.0 <= weight <= 1.0:
+        raise ValueError(f"weight {weight} outside [0, 1]")
+    a, b = tuned["model"], start["model"]
+    if a.keys() != b.keys():
+        raise ValueError(f"the checkpoints hold different tensors: {sorted(a.keys() ^ b.keys())}")
+    for k in a:
+        if a[k].shape != b[k].shape:
+            raise ValueError(f"{k}: shape {tuple(a[k].shape)} vs {tuple(b[k].shape)}")
+    out = slim_checkpoint(tuned)
+    out["model"] = {
+        k: ((1 - weight) * v.float() + weight * b[k].float()).to(v.dtype)
+        if v.is_floating_point()
+        else v
+        for k, v in a.items()
+    }
+    out["extra"] = {
+        **(tuned.get("extra") or {}),
+        "interpolated": {"toward": str(start.get("_path", "")), "weight": weight},
+    }
+    return out
+
+
 def resolve_checkpoint(path: Path | str, which: Literal["best", "last"] = "best") -> Path:
     """A ``.pt`` file, or a run directory (its ``best.pt``, else ``last.pt``; or the reverse
     with ``which="last"``)."""
@@ -473,7 +503,8 @@ def _check_init(model: nn.Module, src_cfg: ModelConfig, src_vocab_size: int, mod
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m training.checkpoint slim SRC DST [--dtype float16]``"""
+    """``python -m training.checkpoint slim SRC DST [--dtype float16]``,
+    ``python -m training.checkpoint interpolate TUNED START DST [--weight 0.5]``"""
     import argparse
 
     ap = argparse.ArgumentParser(prog="python -m training.checkpoint")
@@ -482,10 +513,21 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("src", help="run directory (best.pt) or .pt file")
     s.add_argument("dst", help="output .pt file")
     s.add_argument("--dtype", choices=("float32", "float16", "bfloat16"), default=None)
+    i = sub.add_parser(
+        "interpolate", help="weights between a fine-tuned checkpoint and its starting point"
+    )
+    i.add_argument("tuned", help="run directory (best.pt) or .pt file")
+    i.add_argument("start", help="the checkpoint it was fine-tuned from (.pt)")
+    i.add_argument("dst", help="output .pt file (weights only)")
+    i.add_argument("--weight", type=float, default=0.5, help="share of start (default 0.5)")
     args = ap.parse_args(argv)
-    ckpt = load_checkpoint(args.src)
-    dtype = None if args.dtype is None else getattr(torch, args.dtype)
-    out = save_checkpoint(slim_checkpoint(ckpt, dtype), args.dst)
+    ckpt = load_checkpoint(args.tuned if args.command == "interpolate" else args.src)
+    if args.command == "interpolate":
+        start = load_checkpoint(args.start)
+        out = save_checkpoint(interpolate_checkpoints(ckpt, start, args.weight), args.dst)
+    else:
+        dtype = None if args.dtype is None else getattr(torch, args.dtype)
+        out = save_checkpoint(slim_checkpoint(ckpt, dtype), args.dst)
     print(f"{ckpt['_path']} (step {ckpt['step']}) -> {out} ({out.stat().st_size / 1e6:.1f} MB)")
     return 0
 
