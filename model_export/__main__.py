@@ -144,6 +144,9 @@ def export_provenance(
         provenance["corpus"] = corpus
     if evaluation is not None:
         provenance["evaluation"] = evaluation
+    if "interpolated" in meta.extra:  # training.checkpoint interpolate: which start, how far
+        moved = meta.extra["interpolated"]
+        provenance["interpolated"] = {**moved, "toward": _portable(Path(moved["toward"]))}
     if dropped:
         provenance["dropped_routes"] = dropped
     return provenance

@@ -192,16 +192,12 @@ def _summary(card: CardInputs) -> list[str]:
         "- **Routes not offered** (chrF gain over copying the source below the export's bar): "
         + (", ".join(f"{k} ({v})" for k, v in sorted(dropped.items())) or "none")
         + ".",
-        f"- **Training text**: {', '.join(card.sources)} "
-        + (
-            "(public-domain Bibles and modern software documentation)."
-            if len(card.sources) > 1
-            else "(public-domain Bibles only: archaic, religious register)."
-        ),
+        f"- **Training text**: {', '.join(card.sources)} ({_registers(card)}).",
         f"- **News (NTREX)**: chrF {ntrex['all']['chrf']:.1f} on average over the directions "
         f"(x->en {ntrex['x->en']['chrf']:.1f}, en->x {ntrex['en->x']['chrf']:.1f}); copying the "
         f"source scores {ntrex['all']['copy_chrf']:.1f}; {beats} of "
         f"{len(directions)} directions beat copying. Per direction below.",
+        *_everyday_line(card),
         f"- **Method**: language-specific encoder layers (LSL, Pires et al. 2023) on a deep "
         f"encoder / shallow decoder ({a['encoder_layers']}-{a['decoder_layers']}) Transformer "
         "with per-target-language vocabularies (Berard et al. 2021); the training stages are "
@@ -209,6 +205,33 @@ def _summary(card: CardInputs) -> list[str]:
         f"- **Bundle**: {_mb(card.bundle):.1f} MB on disk, modules stored as "
         f"{manifest['store_dtype']} (one scale per row), served as int8 CTranslate2 engines.",
         "",
+    ]
+
+
+def _registers(card: CardInputs) -> str:
+    """What the training text is like, from which kinds of source it has."""
+    kinds = ["public-domain Bibles"]
+    if any(s != "bible" and "files" not in info for s, info in card.sources.items()):
+        kinds.append("modern software documentation")
+    if any("files" in info for info in card.sources.values()):
+        kinds.append("general-domain text: everyday sentences, health, news, Wikipedia")
+    if len(kinds) == 1:
+        return "public-domain Bibles only: archaic, religious register"
+    return ", ".join(kinds[:-1]) + " and " + kinds[-1]
+
+
+def _everyday_line(card: CardInputs) -> list[str]:
+    """The summary's line on the held-out everyday sentences, where they were scored."""
+    if "tatoeba-test" not in card.shipped:
+        return []
+    evaluation = card.shipped["tatoeba-test"]
+    avg, directions = evaluation["averages"], evaluation["directions"]
+    margin = min(r["chrf"] - r["copy_chrf"] for r in directions.values())
+    return [
+        f"- **Everyday sentences (held-out Tatoeba)**: chrF {avg['all']['chrf']:.1f} on average "
+        f"(x->en {avg['x->en']['chrf']:.1f}, en->x {avg['en->x']['chrf']:.1f}); copying the "
+        f"source scores {avg['all']['copy_chrf']:.1f}; every direction at least "
+        f"{margin:+.1f} over copying."
     ]
 
 
@@ -247,9 +270,10 @@ def _data(card: CardInputs) -> list[str]:
             "between the languages; one pair counts for both its languages). Built by "
             "`python -m training.data build --sources "
             + ",".join(corpus.get("build_args", {}).get("sources", ["bible"]))
-            + "` from the packages named (alignment and cleaning: docs/data.md); "
-            "untranslated, misaligned and duplicate pairs removed; whole documents (a Bible "
-            "book, a help page, a dialog, a campaign) held out for dev and test. The model is "
+            + "` from the packages and committed folders named (alignment and cleaning: "
+            "docs/data.md); untranslated, misaligned and duplicate pairs removed; whole "
+            "documents (a Bible book, a help page, a dialog, a campaign, a Tatoeba sentence "
+            "with its translations) held out for dev and test. The model is "
             "derived from these texts: their licences (the table) apply to it, and whoever "
             "redistributes it should name these sources as this card does.",
             "",
@@ -302,7 +326,14 @@ def _training(card: CardInputs) -> list[str]:
         f"(`training/recipes/{name}.yaml`); best dev checkpoint at step "
         f"{prov['step']} of {summary['step']} run, {summary['train_seconds'] / 60:.0f} min "
         f"of training on {summary.get('device_name') or summary['device']}, in "
-        "time-limited, resumed slices.",
+        "time-limited, resumed slices"
+        + (
+            f"; then moved {prov['interpolated']['weight']:g} of the way back toward the "
+            "weights it started from (weight-space ensembling, `python -m training.checkpoint "
+            "interpolate`), which keeps most of what it learned and of what it knew (Acts)."
+            if "interpolated" in prov
+            else "."
+        ),
         "",
         f"![learning curves]({CURVE})",
     ]
@@ -325,7 +356,7 @@ def _scores(card: CardInputs) -> list[str]:
             if sample
             else "every sentence pair of each test set"
         )
-        + ("; *before* is the model stage 3 started from (Bible only)" if card.start else "")
+        + ("; *before* is the model this one replaced, on the same sentences" if card.start else "")
         + ". *Copy* scores the source itself as the translation. Off-target: share of outputs "
         "that py3langid, restricted to the bundle's languages, does not identify as the target "
         "language. NTREX was translated from English, so its x->en and x->y sources are "
@@ -357,11 +388,12 @@ def _scores(card: CardInputs) -> list[str]:
 def _limits_and_rebuild(card: CardInputs) -> list[str]:
     limits = (
         [
-            "- A small model (d 256) trained for hours on two CPU cores after its GPU stages: "
-            "expect rough translations of everyday and news text; it is strongest on software "
-            "documentation and Bible text, the domains it saw.",
-            "- Nothing conversational was in its data (none ships in a package): greetings, "
-            "chat and slang are weak.",
+            "- A small model (d 256) trained on two CPU cores after its GPU stages: expect "
+            "rough translations of news and everyday text; its general-domain data is small "
+            "(Tatoeba's everyday sentences, a few thousand health, news and Wikipedia "
+            "sentences) beside the Bible and software documentation, the domains it saw most.",
+            "- Chat and slang are weak; Tatoeba's short, simple sentences are the nearest it "
+            "has seen.",
         ]
         if card.stage3
         else [

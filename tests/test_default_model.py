@@ -1,6 +1,7 @@
 """The bundled default model: `python -m server` with no bundle named serves it, every offered
-route answers, its translations of held-out verses beat copying the source by a margin, and
-the model card is what its generator makes of the bundle and the committed evaluations.
+route answers, its translations of held-out verses and of held-out everyday sentences (Tatoeba)
+beat copying the source by a margin, and the model card is what its generator makes of the
+bundle and the committed evaluations.
 """
 
 from __future__ import annotations
@@ -27,12 +28,19 @@ SENTENCES = 24
 # The export keeps only routes >= 10 chrF above copying on the whole test book; on a small
 # sample we ask for a little less, so the check has a margin without being flaky.
 MIN_GAIN = 6.0
+# Everyday sentences are short: more of them per direction. The shipped model's smallest gain
+# over copying on this sample, through the server, is +2.0 chrF (es-it; fr-es +2.6, it-es
+# +3.5, the rest above +8); the issue's aim is +10 everywhere, not reached yet (MODEL_CARD.md).
+EVERYDAY_SENTENCES = 60
+EVERYDAY_MIN_GAIN = 1.0
 
 
 @pytest.fixture(scope="module")
 def heldout(tmp_path_factory) -> Path:
-    """The held-out test book (Acts) for the bundle's languages, built from the real db with
-    the editions and directions the bundle was trained on (recorded in its provenance)."""
+    """The held-out test book (Acts) and the held-out Tatoeba sentences for the bundle's
+    languages, built from the real db and the committed Tatoeba files with the editions and
+    directions the bundle was trained on (recorded in its provenance); the split of a Tatoeba
+    sentence depends on it alone, so it is the one the bundle never trained on."""
     out = tmp_path_factory.mktemp("heldout") / "corpus"
     manifest = load_bundle(DEFAULT).manifest
     corpus = manifest.provenance["corpus"]
@@ -53,6 +61,8 @@ def heldout(tmp_path_factory) -> Path:
             corpus["build_args"]["directions"],
             "--books",
             "44,45",
+            "--sources",
+            "bible,tatoeba",
             "--no-progress",
         ],
         check=True,
@@ -115,17 +125,14 @@ def test_default_bundle_is_small_language_specific_and_its_sources_licensed():
                 assert list((ROOT / info["files"]).glob("LICENSE*")), name
 
 
-def test_every_offered_route_translates_well_above_copy(server_url, heldout):
-    from training.data import load_split
-
-    bundle = load_bundle(DEFAULT)
-    test = load_split(heldout, "test")
-    languages = httpx.get(f"{server_url}/v1/languages", timeout=10).json()
-    assert languages  # the endpoint answers for the default bundle
+def assert_above_copy(server_url: str, testset: dict, sentences: int, min_gain: float) -> None:
+    """Every offered route, through HTTP: chrF of the first ``sentences`` pairs at least
+    ``min_gain`` above copying the source."""
     chrf = CHRF()
     with httpx.Client(base_url=server_url, timeout=120) as client:
-        for src, tgt in bundle.routes:
-            pairs = test[(src, tgt)][:SENTENCES]
+        for src, tgt in load_bundle(DEFAULT).routes:
+            pairs = testset[(src, tgt)][:sentences]
+            assert pairs, f"{src}-{tgt}: no held-out pair"
             sources = [s for s, _ in pairs]
             refs = [t for _, t in pairs]
             r = client.post("/v1/translate", json={"text": sources, "source": src, "target": tgt})
@@ -134,7 +141,22 @@ def test_every_offered_route_translates_well_above_copy(server_url, heldout):
             assert len(hyps) == len(sources)
             model = chrf.corpus_score(hyps, [refs]).score
             copy = chrf.corpus_score(sources, [refs]).score
-            assert model >= copy + MIN_GAIN, f"{src}-{tgt}: chrF {model:.1f} vs copy {copy:.1f}"
+            assert model >= copy + min_gain, f"{src}-{tgt}: chrF {model:.1f} vs copy {copy:.1f}"
+
+
+def test_every_offered_route_translates_held_out_verses_well_above_copy(server_url, heldout):
+    from training.data.testsets import load_testset
+
+    languages = httpx.get(f"{server_url}/v1/languages", timeout=10).json()
+    assert languages  # the endpoint answers for the default bundle
+    assert_above_copy(server_url, load_testset("acts", heldout), SENTENCES, MIN_GAIN)
+
+
+def test_every_offered_route_translates_held_out_everyday_sentences_above_copy(server_url, heldout):
+    from training.data.testsets import load_testset
+
+    everyday = load_testset("tatoeba-test", heldout)
+    assert_above_copy(server_url, everyday, EVERYDAY_SENTENCES, EVERYDAY_MIN_GAIN)
 
 
 # The issue's first tries and their kind: texts in languages the default model does not serve.
