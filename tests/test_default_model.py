@@ -39,8 +39,9 @@ EVERYDAY_MIN_GAIN = 1.0
 def heldout(tmp_path_factory) -> Path:
     """The held-out test book (Acts) and the held-out Tatoeba sentences for the bundle's
     languages, built from the real db and the committed Tatoeba files with the editions and
-    directions the bundle was trained on (recorded in its provenance); the split of a Tatoeba
-    sentence depends on it alone, so it is the one the bundle never trained on."""
+    directions the bundle was trained on (recorded in its provenance). A Tatoeba sentence's
+    split depends on it alone, so this is the bundle's held-out slice, but for the rare pair
+    that another source holds word for word (the full build keeps that source's copy)."""
     out = tmp_path_factory.mktemp("heldout") / "corpus"
     manifest = load_bundle(DEFAULT).manifest
     corpus = manifest.provenance["corpus"]

@@ -101,7 +101,7 @@ class TrainingConfig(_Strict):
     label_smoothing: float = Field(0.1, ge=0, lt=1)
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"
     """auto: fp32 on CPU, bf16 on CUDA where supported else fp16 (with a GradScaler). bf16 on a
-    CPU with native bf16 (AVX-512 BF16, AMX) trains the d-256 models about 2x faster
+    CPU with native bf16 (AVX-512 BF16, AMX) trains the d-256 models about 1.4x faster
     (loadtests/bench_training.py); on one without, it falls back to fp32."""
     num_threads: int | None = None
     """torch intra-op threads on CPU; None = torch's default."""
