@@ -1,6 +1,7 @@
-"""Modern parallel text from the package sources (:mod:`training.data.sources`): join the
-languages of a source on their keys, clean, filter, split long paragraphs into sentence pairs,
-and assign whole documents to dev and test.
+"""Parallel text from the sources beyond the Bible (:mod:`training.data.sources`: Debian
+packages and the committed general-domain text): join the languages of a source on their
+keys, clean, filter, split long paragraphs into sentence pairs, and assign whole documents to
+dev and test.
 
 Filters, each counted per source and direction in ``stats.json`` (``modern.filtered``):
 
@@ -168,10 +169,9 @@ class PairFilter:
             judged = lang in self.lid.languages and len(text) >= self.cfg.langid_min_chars
             if judged and self._language(text) != lang:
                 return "wrong_language"
-        if clean.normalize_key(src) in self.ntrex.get(src_lang, ()) or clean.normalize_key(
-            tgt
-        ) in self.ntrex.get(tgt_lang, ()):
-            return "in_ntrex"
+        for text, lang in ((src, src_lang), (tgt, tgt_lang)):
+            if clean.normalize_key(text) in self.ntrex.get(lang, ()):
+                return "in_ntrex"
         return None
 
 
