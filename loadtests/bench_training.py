@@ -43,16 +43,15 @@ CONFIGS = [
         "restrict": True,
         "adam": "foreach",
     },
-    {"name": "2 threads, restricted, fused Adam", "threads": 2, "restrict": True, "adam": "fused"},
     {
-        "name": "2 threads, restricted, fp32",
+        "name": "2 threads, restricted, fused Adam, fp32",
         "threads": 2,
         "restrict": True,
         "adam": "fused",
         "precision": "fp32",
     },
     {
-        "name": "2 threads, restricted, bf16 autocast",
+        "name": "2 threads, restricted, fused Adam, bf16 autocast",
         "threads": 2,
         "restrict": True,
         "adam": "fused",

@@ -36,6 +36,7 @@ from lsmt_core.routes import route_key
 from training.data import clean
 from training.data.packages import deb_version, unpacked
 from training.data.sources import SOURCES, Segments, Source
+from training.paths import REPO_ROOT
 
 FILTERS = (
     "identical",
@@ -207,8 +208,7 @@ def read_source(
 
 def _repository_path(folder: Path) -> str:
     """The folder relative to the repository (training/data/general/tatoeba)."""
-    repo = Path(__file__).resolve().parents[2]
-    return folder.resolve().relative_to(repo).as_posix()
+    return folder.resolve().relative_to(REPO_ROOT).as_posix()
 
 
 def build_modern(
