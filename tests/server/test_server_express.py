@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -95,6 +96,12 @@ def test_an_engine_on_the_cpu_is_a_pair_with_only_the_bulk_threads_niced(tiny_bu
         got = lane_translator(pair, express).translate_batch(served, beam_size=2)
         assert [r.hypotheses for r in got] == want
 
+    # CTranslate2 keeps a model whose pool still counts a batch as active, and a worker counts
+    # its batch done only after translate_batch has returned: wait for both pools to be idle.
+    deadline = time.monotonic() + 30
+    while pair.bulk.num_active_batches or pair.express.num_active_batches:
+        assert time.monotonic() < deadline, "a finished batch still counted as active"
+        time.sleep(0.01)
     pair.unload_model()  # what eviction does: both go
     assert not pair.bulk.model_is_loaded and not pair.express.model_is_loaded
     assert not pair.model_is_loaded
