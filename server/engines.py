@@ -14,6 +14,11 @@
 - On CUDA an evicted engine first moves to the host tier (``unload_model(to_cpu=True)``,
   then ``model_is_loaded`` is checked: CTranslate2 silently keeps a model that is busy), and
   is dropped when the host tier exceeds ``host_budget_bytes``. On CPU eviction drops it.
+- CTranslate2 counts a batch done only just after ``translate_batch`` has returned, and keeps
+  a model it counts busy: eviction first waits (up to ``SETTLE_S``) for the engine's count of
+  active batches to reach zero. An engine still busy then (a batch whose request was
+  cancelled runs on) is counted in ``lsmt_engine_evicted_busy``: it cannot move to the host,
+  and its memory is freed only when that batch ends.
 
 All registry state is touched only from the event loop; the blocking work (assembling,
 loading, restoring from host) runs in a thread pool.
@@ -45,6 +50,21 @@ log = logging.getLogger("server.engines")
 
 # loader(bundle, src, tgt, settings) -> (translator, nbytes)
 Loader = Callable[[Any, str, str, Settings], tuple[Any, int]]
+
+# How long eviction waits for an engine's runtime to count its last batch done (module doc):
+# the count lags by a thread switch, so this is only reached by a batch that really runs on.
+SETTLE_S = 0.5
+
+
+def wait_until_idle(translator: Any, timeout: float = SETTLE_S) -> bool:
+    """Whether the engine's runtime counts no batch in flight (CTranslate2's
+    ``num_active_batches``; an engine without the count is idle), waiting up to ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while getattr(translator, "num_active_batches", 0):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.001)
+    return True
 
 
 def default_loader(bundle: Any, src: str, tgt: str, settings: Settings) -> tuple[Any, int]:
@@ -481,6 +501,9 @@ class EngineRegistry:
 
     def _move_out(self, e: Engine) -> None:
         self.metrics.engine_evictions.labels("device").inc()
+        if not wait_until_idle(e.translator):
+            self.metrics.engine_evicted_busy.inc()
+            log.warning("engine %s still runs a batch as it is evicted", e.key)
         if self.device == "cuda" and self.host_budget > 0 and e.nbytes <= self.host_budget:
             try:
                 e.translator.unload_model(to_cpu=True)

@@ -60,6 +60,10 @@ class LaneEngines:
     def model_is_loaded(self) -> bool:
         return bool(self.bulk.model_is_loaded and self.express.model_is_loaded)
 
+    @property
+    def num_active_batches(self) -> int:
+        return int(self.bulk.num_active_batches + self.express.num_active_batches)
+
 
 def lane_translator(translator: Any, express: bool) -> Any:
     """The translator that runs a batch of the express lane (``express``) or of a bulk slot."""

@@ -172,6 +172,13 @@ class Metrics:
             ["tier"],
             registry=r,
         )
+        self.engine_evicted_busy = Counter(
+            "lsmt_engine_evicted_busy",
+            "Evictions that found the engine's runtime still running a batch after waiting for "
+            "it (a cancelled request's batch): it cannot move to the host, and its memory is "
+            "freed only when that batch ends.",
+            registry=r,
+        )
         self.engines_loaded = Gauge(
             "lsmt_engines_loaded", "Engines resident per tier.", ["tier"], registry=r
         )

@@ -23,15 +23,27 @@ SIZE = 1000
 
 
 class FakeTranslator:
-    def __init__(self, route, busy: bool = False) -> None:
+    """CTranslate2's translator as the registry sees it: ``unload_model`` does nothing while
+    the pool counts a batch active (``busy``: one runs on; ``lag``: the count still says one
+    for that many more looks, as after ``translate_batch`` has just returned)."""
+
+    def __init__(self, route, busy: bool = False, lag: int = 0) -> None:
         self.route = route
         self.model_is_loaded = True
-        self.busy = busy  # CTranslate2 ignores unload_model(to_cpu=True) while busy
+        self.busy = busy
+        self.lag = lag
         self.log: list[str] = []
+
+    @property
+    def num_active_batches(self) -> int:
+        if self.lag:
+            self.lag -= 1
+            return 1
+        return int(self.busy)
 
     def unload_model(self, to_cpu: bool = False) -> None:
         self.log.append(f"unload(to_cpu={to_cpu})")
-        if not self.busy:
+        if not self.num_active_batches:
             self.model_is_loaded = False
 
     def load_model(self) -> None:
@@ -52,7 +64,11 @@ def registry(**overrides):
         calls.append(tgt)
         if tgt == "xx":
             raise RuntimeError("boom")
-        made[tgt] = FakeTranslator((src, tgt), busy=overrides.pop("busy_" + tgt, False))
+        made[tgt] = FakeTranslator(
+            (src, tgt),
+            busy=overrides.pop("busy_" + tgt, False),
+            lag=overrides.pop("lag_" + tgt, 0),
+        )
         return made[tgt], SIZE
 
     settings = Settings(device=overrides.pop("device", "cuda"), compute_type="int8", **overrides)
@@ -103,6 +119,54 @@ def test_cuda_unload_that_does_not_happen_drops_instead(served):
         # model_is_loaded stayed True: not counted as host memory, dropped.
         assert states(reg)["de"] == "unloaded" and reg.host_bytes == 0
         assert made["de"].log == ["unload(to_cpu=True)", "unload(to_cpu=False)"]
+        assert reg.metrics.engine_evicted_busy._value.get() == 1
+
+    asyncio.run(run())
+
+
+def test_eviction_waits_for_the_runtime_to_count_the_last_batch_done(served):
+    """The race a fresh clone once hit: the batch was released, CTranslate2 still counted it
+    active for a moment and ignored the unload. Eviction waits for the count, so the engine
+    reaches the host tier (CUDA) or is unloaded (CPU), and nothing is counted busy."""
+
+    async def run():
+        reg, _, made = registry(
+            device_budget_bytes=int(SIZE * 1.5), host_budget_bytes=SIZE * 2, lag_de=5
+        )
+        await use(reg, served, "en", "de")
+        await use(reg, served, "de", "en")
+        assert states(reg) == {"de": "host", "en": "loaded"}
+        assert made["de"].log == ["unload(to_cpu=True)"] and not made["de"].model_is_loaded
+        cpu, _, made_cpu = registry(device="cpu", device_budget_bytes=int(SIZE * 1.5), lag_de=5)
+        await use(cpu, served, "en", "de")
+        await use(cpu, served, "de", "en")
+        assert states(cpu) == {"de": "unloaded", "en": "loaded"}
+        assert not made_cpu["de"].model_is_loaded
+        for r in (reg, cpu):
+            assert r.metrics.engine_evicted_busy._value.get() == 0
+
+    asyncio.run(run())
+
+
+def test_a_real_engine_evicted_right_after_its_batch_is_unloaded(served):
+    """CTranslate2 on the CPU, evicted the moment its batch is released, again and again."""
+
+    async def run():
+        reg = EngineRegistry(Settings(device="cpu", bulk_nice=0), Metrics())
+        for _ in range(20):
+            e = await reg.acquire(served, ("en", "de"))
+            translator = e.translator
+            try:
+                out = await asyncio.to_thread(
+                    translator.translate_batch, [["<2de>", "Follow", "me."]], beam_size=1
+                )
+            finally:
+                reg.release(e)
+            assert out[0].hypotheses[0]
+            await reg.retire(served, ("en", "de"))
+            assert e.state is State.UNLOADED and not translator.model_is_loaded
+        assert reg.metrics.engine_evicted_busy._value.get() == 0
+        await reg.close()
 
     asyncio.run(run())
 
