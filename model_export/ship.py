@@ -2,17 +2,26 @@
 everyday-text issue, applied to evaluations of both bundles as served.
 
     python -m model_export.ship --before runs/eval/shipped --after runs/eval/candidate
+    python -m model_export.ship --before runs/dev/shipped --choose runs/dev/w0.2 runs/dev/w0.5 \
+        --bible bible-dev
 
 Each folder holds ``<testset>.json`` files written by ``python -m model_export.evaluate`` on
 the same directions and sentences. The candidate ships when
 
 - its chrF, averaged over the general test sets (NTREX and the held-out software and everyday
-  slices: every file here but Acts; each set's mean over its directions, then the mean of the
-  sets), is higher than the shipped model's, and
-- its Acts chrF (mean over directions) is at most ``ACTS_TOLERANCE`` below the shipped one's.
+  slices: every file here but the Bible's; each set's mean over its directions, then the mean
+  of the sets), is higher than the shipped model's, and
+- its Bible chrF (``acts``, or the set named by ``--bible``; mean over directions) is at most
+  ``BIBLE_TOLERANCE`` below the shipped one's.
 
-Prints one row per test set and the verdict; writes it as JSON with ``--out``; exits 0 when the
-candidate ships, 1 when it does not, 2 when the evaluations cannot be compared.
+``--after``: prints one row per test set and the verdict; writes it as JSON with ``--out``;
+exits 0 when the candidate ships, 1 when it does not, 2 when the evaluations cannot be compared.
+
+``--choose``: the same rule for each of several candidates (on dev slices, so that choosing
+among them spends no test set); the chosen one is the best general mean among those that pass,
+or, when none passes, the best on the Bible (the closest to the shipped model). Its folder is
+the last line printed; ``--out`` writes it with every verdict. Exits 0 when the chosen one
+passes, 1 when none does.
 """
 
 from __future__ import annotations
@@ -24,7 +33,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 ACTS = "acts"
-ACTS_TOLERANCE = 1.0  # chrF the candidate may lose on Acts, on average
+BIBLE_TOLERANCE = 1.0  # chrF the candidate may lose on the Bible's test set, on average
 
 
 class NotComparable(ValueError):
@@ -63,9 +72,10 @@ def _comparable(name: str, before: dict, after: dict) -> list[str]:
     return common
 
 
-def decide(before: dict[str, dict], after: dict[str, dict]) -> Verdict:
-    """The verdict on evaluations keyed by test set name (see the module docstring)."""
-    general = sorted((before.keys() & after.keys()) - {ACTS})
+def decide(before: dict[str, dict], after: dict[str, dict], bible: str = ACTS) -> Verdict:
+    """The verdict on evaluations keyed by test set name, ``bible`` the Bible's (see the
+    module docstring)."""
+    general = sorted((before.keys() & after.keys()) - {bible})
     if not general:
         raise NotComparable("no general test set (NTREX or a held-out slice) in both folders")
     rows: dict[str, dict] = {}
@@ -78,7 +88,7 @@ def decide(before: dict[str, dict], after: dict[str, dict]) -> Verdict:
         }
     g_before = sum(rows[n]["before"] for n in general) / len(general)
     g_after = sum(rows[n]["after"] for n in general) / len(general)
-    acts = rows.get(ACTS)
+    acts = rows.get(bible)
     verdict = Verdict(
         ships=False,
         general_before=g_before,
@@ -88,21 +98,30 @@ def decide(before: dict[str, dict], after: dict[str, dict]) -> Verdict:
         testsets=rows,
     )
     if acts is None:
-        verdict.reason = "no Acts evaluation in both folders: the rule needs it"
+        verdict.reason = f"no {bible} evaluation in both folders: the rule needs it"
     elif g_after <= g_before:
         verdict.reason = f"general mean {g_after:.2f} is not above the shipped {g_before:.2f}"
-    elif acts["after"] < acts["before"] - ACTS_TOLERANCE:
+    elif acts["after"] < acts["before"] - BIBLE_TOLERANCE:
         verdict.reason = (
-            f"Acts {acts['after']:.2f} loses more than {ACTS_TOLERANCE} against the shipped "
-            f"{acts['before']:.2f}"
+            f"{bible} {acts['after']:.2f} loses more than {BIBLE_TOLERANCE} against the "
+            f"shipped {acts['before']:.2f}"
         )
     else:
         verdict.ships = True
         verdict.reason = (
-            f"general mean {g_before:.2f} -> {g_after:.2f}, Acts {acts['before']:.2f} -> "
+            f"general mean {g_before:.2f} -> {g_after:.2f}, {bible} {acts['before']:.2f} -> "
             f"{acts['after']:.2f}"
         )
     return verdict
+
+
+def choose(verdicts: dict[str, Verdict]) -> str:
+    """The candidate to take (see the module docstring): the best general mean among those
+    that pass the rule, else the best on the Bible."""
+    passing = [name for name, v in verdicts.items() if v.ships]
+    if passing:
+        return max(passing, key=lambda name: verdicts[name].general_after)
+    return max(verdicts, key=lambda name: verdicts[name].acts_after or 0.0)
 
 
 def load_folder(folder: Path) -> dict[str, dict]:
@@ -134,17 +153,32 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--before", type=Path, required=True, help="the shipped bundle's evaluations")
-    p.add_argument("--after", type=Path, required=True, help="the candidate's evaluations")
-    p.add_argument("--out", type=Path, help="write the verdict as JSON")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--after", type=Path, help="the candidate's evaluations")
+    which.add_argument("--choose", type=Path, nargs="+", help="several candidates' evaluations")
+    p.add_argument("--bible", default=ACTS, help="the Bible's test set (default: %(default)s)")
+    p.add_argument("--out", type=Path, help="write the verdict (or the choice) as JSON")
     args = p.parse_args(argv)
+    candidates = [args.after] if args.after else args.choose
     try:
-        verdict = decide(load_folder(args.before), load_folder(args.after))
+        before = load_folder(args.before)
+        verdicts = {str(c): decide(before, load_folder(c), args.bible) for c in candidates}
     except NotComparable as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print(format_verdict(verdict))
+    if args.after:
+        verdict = verdicts[str(args.after)]
+        print(format_verdict(verdict))
+        result: dict = asdict(verdict)
+    else:
+        for name, v in verdicts.items():
+            print(f"{name}:\n{format_verdict(v)}\n")
+        chosen = choose(verdicts)
+        verdict = verdicts[chosen]
+        result = {"chosen": chosen, "verdicts": {n: asdict(v) for n, v in verdicts.items()}}
+        print(chosen)
     if args.out:
-        args.out.write_text(json.dumps(asdict(verdict), indent=2) + "\n", encoding="utf-8")
+        args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     return 0 if verdict.ships else 1
 
 

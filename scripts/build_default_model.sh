@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Rebuild the bundled default model (models/default): corpus, tokenizer, dense 8-2
 # pre-training, LSL fine-tuning from it, then training further on Bible, software and general
-# text (stage 3, issues 20 and 42), evaluation on Acts, NTREX and the held-out software and
-# everyday slices, and, when the candidate beats the shipped model by the shipping rule
-# (python -m model_export.ship), export and MODEL_CARD.md. Run through `make default-model`,
-# which installs the environment first.
+# text (stage 3, issues 20 and 42); after each stage-3 slice, scripts/ship_default_model.sh
+# chooses a candidate, evaluates it on Acts, NTREX and the held-out software and everyday
+# slices, and replaces models/default (and MODEL_CARD.md) when it beats the shipped model by
+# the shipping rule (python -m model_export.ship). Run through `make default-model`, which
+# installs the environment first.
 #
 # Where it starts:
 #   FROM=scratch   every stage (the default when torch sees a GPU or runs/default_lsl exists)
@@ -48,19 +49,6 @@ LSL_STEPS=${LSL_STEPS:-}
 MIXED_STEPS=${MIXED_STEPS:-}
 TIME_LIMIT=${TIME_LIMIT:-}
 OUT=${OUT:-models/default}
-# Test sets every candidate is scored on (docs/data.md); the shipping rule compares them
-# (model_export/ship.py). With MIN_GAIN set, only the routes that beat copying the source on
-# NTREX by that many chrF are shipped (unset: every route, as the shipped model offers them).
-TESTSETS=(acts ntrex libreoffice-help-test libreoffice-ui-test tatoeba-test)
-MIN_GAIN=${MIN_GAIN:-}
-# The candidate is stage 3's best checkpoint moved WISE of the way back toward the weights it
-# started from (python -m training.checkpoint interpolate; weight-space ensembling): stage 3
-# forgets Bible text as it learns the rest (docs/training.md measured -2.7 chrF on Acts for
-# the run's own weights, -0.6 halfway). WISE=0 takes the run's own weights.
-WISE=${WISE:-0.5}
-# Sentences per direction and test set (empty: all); 100 keeps a CPU evaluation of one model
-# on the five sets near 7 minutes on 2 cores (NTREX's long sentences take most of it).
-EVAL_SENTENCES=${EVAL_SENTENCES:-100}
 if [ -z "${FROM:-}" ]; then
     if [ -d runs/default_lsl ] || "$PY" -c "import sys, torch; sys.exit(not torch.cuda.is_available())"; then
         FROM=scratch; else FROM=shipped; fi
@@ -80,15 +68,6 @@ train() {  # train STAGE MAX_STEPS: start the stage's run, or resume it
     fi
 }
 
-evaluate() {  # evaluate BUNDLE OUT_DIR: the bundle as served (int8, beam 4) on every test set
-    mkdir -p "$2"
-    for t in "${TESTSETS[@]}"; do
-        [ -f "$2/$t.json" ] || $PY -m model_export.evaluate "$1" --data "$MIXED/corpus" \
-            --testset "$t" --beam 4 ${EVAL_SENTENCES:+--max-sentences "$EVAL_SENTENCES"} \
-            --out "$2/$t.json"
-    done
-}
-
 [ -f "$MIXED/corpus/stats.json" ] || $PY -m training.data build --out "$MIXED/corpus" \
     --languages "$LANGS" --directions all --editions "$EDITIONS" --public-domain-only \
     --sources all
@@ -100,54 +79,18 @@ if [ "$FROM" = scratch ]; then
         $PY -m training.tokenizer train --data "$DATA/corpus" --out "$DATA/tokenizer" --vocab-size 8000
     train dense "$DENSE_STEPS"
     train lsl "$LSL_STEPS"
-    rm -rf runs/default_lsl/bundle
-    $PY -m model_export --checkpoint runs/default_lsl --out runs/default_lsl/bundle \
-        --name default_lsl --dtype int8
-    START_BUNDLE=runs/default_lsl/bundle
     START_TOKENIZER=$DATA/tokenizer
     [ -f runs/default_init.pt ] || cp runs/default_lsl/best.pt runs/default_init.pt
 else
     # Keep the starting point: models/default is replaced at the end.
     [ -d runs/default_start ] || cp -r "$OUT" runs/default_start
-    START_BUNDLE=runs/default_start
     START_TOKENIZER=runs/default_start/tokenizer
     [ -f runs/default_init.pt ] || \
-        $PY -m model_export checkpoint "$START_BUNDLE" --out runs/default_init.pt
+        $PY -m model_export checkpoint runs/default_start --out runs/default_init.pt
 fi
 # Stage 3 keeps the stage-2 tokenizer; its per-target vocabularies follow the mixed corpus.
 [ -f "$MIXED/tokenizer/frequencies.json" ] || $PY -m training.tokenizer recount \
     --model "$START_TOKENIZER" --data "$MIXED/corpus" --out "$MIXED/tokenizer"
-evaluate "$START_BUNDLE" runs/default_mixed_eval/before
 train mixed "$MIXED_STEPS"
-
-# The candidate as served: an int8 bundle with the per-target vocabularies it trained with.
-rm -rf runs/default_mixed/bundle runs/default_mixed_eval/after
-CANDIDATE=runs/default_mixed
-if [ "$WISE" != 0 ]; then
-    CANDIDATE=runs/default_mixed_candidate.pt
-    $PY -m training.checkpoint interpolate runs/default_mixed runs/default_init.pt "$CANDIDATE" \
-        --weight "$WISE"
-fi
-$PY -m model_export --checkpoint "$CANDIDATE" --out runs/default_mixed/bundle \
-    --name default_mixed --dtype int8
-evaluate runs/default_mixed/bundle runs/default_mixed_eval/after
-
-# Ship every improvement, nothing else: the rule of the everyday-text issue (issue 42).
-if ! $PY -m model_export.ship --before runs/default_mixed_eval/before \
-        --after runs/default_mixed_eval/after --out runs/default_mixed_eval/verdict.json; then
-    echo "the candidate does not beat $OUT: kept the shipped model (run again to train on)"
-    exit 0
-fi
-rm -rf "$OUT"
-$PY -m model_export --checkpoint "$CANDIDATE" --out "$OUT" --name default --dtype int8 \
-    --eval-json runs/default_mixed_eval/after/ntrex.json ${MIN_GAIN:+--min-chrf-gain "$MIN_GAIN"}
-# What the model card is made of, kept beside it (small files) so that it can be regenerated.
-rm -rf docs/default_model/start docs/default_model/eval
-mkdir -p docs/default_model/start docs/default_model/eval
-cp runs/default_mixed_eval/before/*.json docs/default_model/start/
-cp runs/default_mixed_eval/after/*.json docs/default_model/eval/
-cp runs/default_mixed/summary.json runs/default_mixed/metrics.jsonl docs/default_model/
-$PY scripts/model_card.py --bundle "$OUT"
-# The model just shipped is the bar for the next candidate.
-rm -rf runs/default_mixed_eval/before
-cp -r runs/default_mixed_eval/after runs/default_mixed_eval/before
+# Choose, evaluate and ship the slice when it is better than the shipped model.
+PY=$PY DATA="$MIXED/corpus" OUT="$OUT" scripts/ship_default_model.sh

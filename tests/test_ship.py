@@ -38,7 +38,7 @@ def test_better_general_text_and_acts_within_tolerance_ships():
 
 def test_losing_more_than_a_chrf_on_acts_keeps_the_shipped_model():
     v = decide(sets(16, 20, 40), sets(25, 35, 38.9))
-    assert not v.ships and "Acts" in v.reason
+    assert not v.ships and "acts 38.90 loses more than 1.0" in v.reason
 
 
 def test_a_worse_general_mean_keeps_the_shipped_model_even_if_one_set_improves():
@@ -74,3 +74,33 @@ def test_command_line_exit_codes_and_verdict_file(tmp_path, capsys):
     assert json.loads(out.read_text())["ships"] is True
     assert main(["--before", str(tmp_path / "after"), "--after", str(tmp_path / "before")]) == 1
     assert main(["--before", str(tmp_path / "nothing"), "--after", str(tmp_path / "after")]) == 2
+
+
+def test_choosing_takes_the_best_general_mean_among_those_that_keep_the_bible(tmp_path, capsys):
+    # dev slices, the Bible's named "bible-dev": a candidate nearer the run's own weights is
+    # better on general text and worse on the Bible; the one that loses too much is not taken
+    folders = {
+        "shipped": sets(16, 20, 40),
+        "w0.2": sets(24, 32, 38.5),  # best general mean, loses 1.5 on the Bible
+        "w0.35": sets(22, 28, 39.2),  # passes
+        "w0.5": sets(19, 25, 39.8),  # passes, less general gain
+    }
+    for name, values in folders.items():
+        (tmp_path / name).mkdir()
+        for testset, ev in values.items():
+            testset = "bible-dev" if testset == "acts" else testset
+            (tmp_path / name / f"{testset}.json").write_text(json.dumps(ev))
+    out = tmp_path / "choice.json"
+    candidates = [str(tmp_path / n) for n in ("w0.2", "w0.35", "w0.5")]
+    args = ["--before", str(tmp_path / "shipped"), "--bible", "bible-dev", "--out", str(out)]
+    assert main([*args, "--choose", *candidates]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == str(tmp_path / "w0.35")
+    choice = json.loads(out.read_text())
+    assert choice["chosen"] == str(tmp_path / "w0.35")
+    assert choice["verdicts"][str(tmp_path / "w0.2")]["ships"] is False
+    # none passes: the one closest to the shipped model on the Bible, and exit 1
+    assert main([*args, "--choose", candidates[0]]) == 1
+    assert capsys.readouterr().out.splitlines()[-1] == candidates[0]
+    # without --bible the rule looks for Acts, which dev folders do not have
+    assert main(["--before", str(tmp_path / "shipped"), "--choose", *candidates]) == 1
+    assert "no acts evaluation" in capsys.readouterr().out
