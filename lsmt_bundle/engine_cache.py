@@ -19,12 +19,23 @@ engine's hit a few milliseconds instead of more than its load. Entries listed wi
 (before 2026-11-25) are still checked with it.
 The cache is bounded in bytes: after a write, the least recently used entries go (a hit marks
 its entry used).
+
+Crash-safe: a writer holds a lock on its temporary directory (``flock``; the kernel drops it
+when the process dies, SIGKILL included), so each start removes the temporary directories
+of writers that died mid-write and keeps those of live ones. A cache that cannot take an
+entry (its disk full, its directory read-only or missing) is skipped, not fatal: the engine
+is built apart and served all the same, and the cache says so (a warning, and its
+``error_listeners``, which the server counts); a read-only cache still serves its entries.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
 import hashlib
 import json
+import logging
 import mmap
 import os
 import shutil
@@ -43,6 +54,14 @@ if TYPE_CHECKING:
 
 CONTENTS = "contents.json"
 CHECKSUM = XXH3
+# The prefix of the directories entries are written in before they are renamed into place.
+WRITING = ".writing-"
+# Why an engine could not be stored: its disk full, or its directory not writable (read-only,
+# not a directory, permissions).
+FULL, UNWRITABLE = "full", "unwritable"
+CACHE_ERRORS = (FULL, UNWRITABLE)
+
+log = logging.getLogger(__name__)
 
 
 @cache
@@ -93,7 +112,13 @@ class EngineCache:
     def __init__(self, root: str | Path, max_bytes: int) -> None:
         self.root = Path(root)
         self.max_bytes = max_bytes
-        self.root.mkdir(parents=True, exist_ok=True)
+        # Called with the reason (FULL or UNWRITABLE) each time an engine could not be stored.
+        self.error_listeners: list[Callable[[str], object]] = []
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            self.remove_abandoned()
+        except OSError as error:  # tried again at each store: the disk may get room
+            log.warning("engine cache %s cannot be used now: %s", self.root, error)
 
     def get(self, key: str, verify: bool = True) -> Path | None:
         """The entry's directory; None (the entry removed) when absent or damaged. Checked
@@ -105,7 +130,9 @@ class EngineCache:
         if not (self.intact(entry) if verify else _sizes_listed(entry)):
             self.discard(key)
             return None
-        os.utime(entry)  # used: the last to be evicted
+        # used: the last to be evicted (a read-only cache, an image's, serves without the order)
+        with contextlib.suppress(OSError):
+            os.utime(entry)
         return entry
 
     def discard(self, key: str) -> None:
@@ -116,7 +143,7 @@ class EngineCache:
         (a private one beside the entries, renamed into place once listed: atomically), then
         keep within the bound."""
         entry = self.root / key
-        tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=self.root))
+        tmp, lock = self._writing_dir(key)
         try:
             write(tmp)
             contents = {
@@ -133,8 +160,51 @@ class EngineCache:
                     os.rename(tmp, entry)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+            os.close(lock)
         self.evict(keep=key)
         return entry
+
+    def _writing_dir(self, key: str) -> tuple[Path, int]:
+        """A new directory beside the entries to write ``key``'s in, and the descriptor that
+        holds its lock while this process writes (:meth:`remove_abandoned`)."""
+        while True:
+            tmp = Path(tempfile.mkdtemp(prefix=f"{WRITING}{key}.", dir=self.root))
+            try:
+                lock = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY)
+            except FileNotFoundError:
+                continue  # removed as abandoned by a process starting in the same instant
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if _same_directory(tmp, lock):  # (and not in the instant before the lock)
+                return tmp, lock
+            os.close(lock)
+
+    def remove_abandoned(self) -> list[str]:
+        """Remove the directories that writers killed mid-write left (nobody holds their
+        lock); their names. A live writer's, in this process or another, is kept."""
+        removed = []
+        for path in self.root.iterdir():
+            if not path.name.startswith(WRITING):
+                continue
+            try:
+                lock = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+            except OSError:
+                continue  # gone meanwhile (its writer done)
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                shutil.rmtree(path, ignore_errors=True)
+                removed.append(path.name)
+            except BlockingIOError:
+                pass  # its writer is alive
+            finally:
+                os.close(lock)
+        return removed
+
+    def skipped(self, error: OSError) -> None:
+        """Say that an engine could not be stored (a warning; the listeners get the reason)."""
+        reason = FULL if error.errno in (errno.ENOSPC, errno.EDQUOT) else UNWRITABLE
+        log.warning("engine cache %s skipped (%s): %s", self.root, reason, error)
+        for listener in list(self.error_listeners):
+            listener(reason)
 
     def size(self) -> int:
         return sum(_entry_bytes(e) for e in self._entries())
@@ -196,6 +266,13 @@ def _sizes_listed(entry: Path) -> bool:
         return False
 
 
+def _same_directory(path: Path, descriptor: int) -> bool:
+    try:
+        return os.path.samestat(os.stat(path), os.fstat(descriptor))
+    except FileNotFoundError:
+        return False
+
+
 def _entry_bytes(entry: Path) -> int:
     return sum(p.stat().st_size for p in entry.iterdir() if p.is_file())
 
@@ -226,8 +303,9 @@ def load_route_engine(
 ) -> tuple[Any, int]:
     """The route's engine and its weights' bytes (what the server loads): from the cache when
     it holds it, else built straight into a new entry and opened from there (without a cache:
-    from a temporary directory). ``opener(directory, **options)`` opens it (default
-    :func:`lsmt_bundle.engines.open_engine`: ``options`` are its)."""
+    from a temporary directory, as when the cache cannot take it: :meth:`EngineCache.skipped`).
+    ``opener(directory, **options)`` opens it (default :func:`lsmt_bundle.engines.open_engine`:
+    ``options`` are its)."""
     from .engines import open_engine, open_route_engine_on_disk, return_freed_memory
 
     opener = opener or open_engine
@@ -240,7 +318,14 @@ def load_route_engine(
         if engine is not None:
             return engine
         cache_.discard(key)
-    entry = _build_entry(cache_, key, bundle, src, tgt, quantization)
+    try:
+        entry = _build_entry(cache_, key, bundle, src, tgt, quantization)
+    except OSError as error:
+        # The cache cannot take it (disk full, read-only): served all the same, built apart.
+        # Skipped only once that worked: an error of the bundle's raises from there.
+        engine = open_route_engine_on_disk(bundle, src, tgt, quantization, opener=opener, **options)
+        cache_.skipped(error)
+        return engine
     try:
         engine = opener(entry, **options)
         return_freed_memory()

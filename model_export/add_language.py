@@ -10,15 +10,23 @@ stores are what the run holds (the modules within the storage's rounding), then 
 the new languages' module files in and writes the manifest last, atomically: a reader (the
 server reloading) sees the old bundle or the new one, never half of it. Existing files are
 never rewritten, so every existing route translates exactly as before.
+
+An addition killed mid-way (SIGKILL included) leaves the old bundle, plus files no manifest
+names (its scratch export, new module files, a manifest not yet in place): the next addition
+removes them. One addition at a time per bundle (a lock on its directory, which the kernel
+drops when the process dies): two would each write a manifest without the other's languages.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from itertools import permutations
 from pathlib import Path
 from typing import Any
@@ -54,6 +62,37 @@ def add_languages(
 ) -> Manifest:
     """Add the run's new languages to ``bundle_dir``; the new manifest. ``routes`` (default:
     both directions between each new language and every language) are those offered."""
+    with _one_addition_at_a_time(bundle_dir):
+        _remove_leftovers(bundle_dir)
+        return _add_languages(bundle_dir, run, which, routes)
+
+
+@contextlib.contextmanager
+def _one_addition_at_a_time(bundle_dir: Path) -> Iterator[None]:
+    try:
+        lock = os.open(bundle_dir, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as exc:
+        raise BundleError(f"{bundle_dir} is not a bundle directory: {exc}") from exc
+    try:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise AddLanguageError(f"another addition to {bundle_dir} is running") from None
+        yield
+    finally:
+        os.close(lock)
+
+
+def _remove_leftovers(bundle_dir: Path) -> None:
+    """What a killed addition left: its scratch export and a manifest not renamed into place
+    (no addition is using them: this one holds the lock). Its module files are copied again."""
+    for scratch in bundle_dir.parent.glob(f".{bundle_dir.name}.adding-*"):
+        shutil.rmtree(scratch, ignore_errors=True)
+    for manifest in bundle_dir.glob(".manifest-*"):
+        manifest.unlink(missing_ok=True)
+
+
+def _add_languages(bundle_dir: Path, run: Path, which: str, routes: list[Route] | None) -> Manifest:
     from training.checkpoint import load_model
 
     bundle = load_bundle(bundle_dir)

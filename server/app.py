@@ -29,7 +29,14 @@ from .openapi import install_openapi
 from .routes import admin, catalogue, files, libretranslate, operations, translate
 from .service import TranslationService
 from .settings import Settings
-from .state import AppState, load_bundles, open_key_store, warm_up, warmup_plan
+from .state import (
+    AppState,
+    count_engine_cache_errors,
+    load_bundles,
+    open_key_store,
+    warm_up,
+    warmup_plan,
+)
 from .web import router as web_router
 
 log = logging.getLogger("server")
@@ -48,6 +55,7 @@ def _lifespan(
         load_bundles(st, bundles)
         open_key_store(st)
         st.executor = ThreadPoolExecutor(32, thread_name_prefix="lsmt-translate")
+        stop_counting_cache_errors = count_engine_cache_errors(settings, st.metrics)
         if decoders is None:
             st.registry = EngineRegistry(settings, st.metrics, loader)
             engines: Decoders = LocalDecoders(
@@ -86,6 +94,7 @@ def _lifespan(
                 st.keys.close()
             if st.files_dir is not None:
                 shutil.rmtree(st.files_dir, ignore_errors=True)
+            stop_counting_cache_errors()
 
     return lifespan
 

@@ -44,7 +44,7 @@ from .decoders import SERVED_BY, LocalDecoders
 from .engines import EngineRegistry, EngineUnavailable, default_loader
 from .metrics import Metrics
 from .settings import Settings
-from .state import AppState
+from .state import AppState, count_engine_cache_errors
 from .timing import record_longest
 
 log = logging.getLogger("server.cluster")
@@ -133,6 +133,7 @@ class Translator:
         )
         self.replica = replica_name()
         self.metrics = Metrics()
+        count_engine_cache_errors(self.settings, self.metrics)  # as long as the replica lives
         self.bundles = self._open_bundles()
         self.registry = EngineRegistry(self.settings, self.metrics)
         self.executor = ThreadPoolExecutor(32, thread_name_prefix="lsmt-translate")

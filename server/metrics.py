@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from lsmt_bundle.engine_cache import CACHE_ERRORS
+
 from .keys import LIMIT_NAMES
 from .output_checks import FLAGS
 
@@ -46,6 +48,7 @@ class Metrics:
         self._declare_batching(r)
         self._declare_output_checks(r)
         self._declare_engines(r)
+        self._declare_engine_cache(r)
         self._create_known_series()
 
     def _declare_http(self, r: CollectorRegistry) -> None:
@@ -193,6 +196,16 @@ class Metrics:
             registry=r,
         )
 
+    def _declare_engine_cache(self, r: CollectorRegistry) -> None:
+        """The engine cache on disk (lsmt_bundle.engine_cache)."""
+        self.engine_cache_errors = Counter(
+            "lsmt_engine_cache_errors",
+            "Engines the engine cache could not store (full: no space left; unwritable: "
+            "read-only, not a directory, no permission): built apart and served all the same.",
+            ["reason"],
+            registry=r,
+        )
+
     def _create_known_series(self) -> None:
         """Every series with a known label set exists from the start (at zero), so a
         dashboard or an alert on rate() sees it before its first event."""
@@ -216,6 +229,8 @@ class Metrics:
         for kind in CALLER_KINDS:
             self.caller_requests.labels(kind)
             self.caller_characters.labels(kind)
+        for reason in CACHE_ERRORS:
+            self.engine_cache_errors.labels(reason)
 
     def init_engine(self, key: str) -> None:
         """Create an engine's series at zero (engine keys are known once bundles are open)."""

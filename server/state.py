@@ -16,7 +16,7 @@ from typing import Any
 from lsmt_core.routes import Route, route_key
 
 from .bundles import ServedBundle, open_bundle_dirs
-from .engines import EngineRegistry
+from .engines import EngineRegistry, engine_cache
 from .failures import ServiceError
 from .keys import KeyStore, anonymous_limits
 from .metrics import Metrics
@@ -138,6 +138,21 @@ async def warm_up(st: AppState) -> None:
         *(warm(model, routes) for (model, _), routes in by_engine.items()),
     )
     st.warmup_done = True
+
+
+def count_engine_cache_errors(settings: Settings, metrics: Metrics) -> Callable[[], None]:
+    """Count in ``metrics`` each engine the engine cache could not store (its directory full
+    or read-only: the engine is served all the same); the function that stops counting (apps
+    in one process share the cache of a directory)."""
+    cache = engine_cache(settings)
+    if cache is None:
+        return lambda: None
+
+    def count(reason: str) -> None:
+        metrics.engine_cache_errors.labels(reason).inc()
+
+    cache.error_listeners.append(count)
+    return lambda: cache.error_listeners.remove(count)
 
 
 def open_key_store(st: AppState) -> None:
