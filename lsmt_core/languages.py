@@ -139,16 +139,6 @@ DEV_BOOK = 45
 SPLITS: tuple[str, ...] = ("train", "dev", "test")
 
 
-def all_editions() -> dict[str, tuple[str, Edition, bool]]:
-    """bbName -> (language, edition, is_primary) for every edition in the table."""
-    out: dict[str, tuple[str, Edition, bool]] = {}
-    for lang, le in LANGUAGE_EDITIONS.items():
-        out[le.primary.code] = (lang, le.primary, True)
-        for ed in le.extra:
-            out[ed.code] = (lang, ed, False)
-    return out
-
-
 def resolve_editions(lang: str, choice: str | None = None) -> tuple[Edition, tuple[Edition, ...]]:
     """(the edition used for every split, the further editions) of ``lang``.
 

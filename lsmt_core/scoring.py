@@ -4,10 +4,13 @@ category; shared by checkpoint evaluation (training) and bundle evaluation (no t
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .languages import PIVOT_LANGUAGE
 from .routes import Route, parse_route
+
+if TYPE_CHECKING:
+    from .langid import LanguageIdentifier
 
 
 def bleu_tokenize(lang: str) -> str:
@@ -27,6 +30,29 @@ def score(hyps: Sequence[str], refs: Sequence[str], tgt_lang: str) -> dict[str, 
         "chrf": CHRF().corpus_score(list(hyps), [list(refs)]).score,
         "bleu": BLEU(tokenize=tok).corpus_score(list(hyps), [list(refs)]).score,
     }
+
+
+def score_direction(
+    hyps: Sequence[str],
+    srcs: Sequence[str],
+    refs: Sequence[str],
+    tgt_lang: str,
+    seconds: float,
+    lid: LanguageIdentifier | None = None,
+    with_baseline: bool = True,
+) -> dict[str, Any]:
+    """One direction's record: sentences, chrF and BLEU, the seconds its translation took, the
+    copy-the-source baseline (``copy_chrf``, ``copy_bleu``) and, with ``lid``, the share of
+    outputs in another language (``off_target``)."""
+    res: dict[str, Any] = {"sentences": len(refs), **score(hyps, refs, tgt_lang)}
+    res["seconds"] = seconds
+    res["bleu_tokenize"] = bleu_tokenize(tgt_lang)
+    if with_baseline:
+        base = score(srcs, refs, tgt_lang)
+        res["copy_chrf"], res["copy_bleu"] = base["chrf"], base["bleu"]
+    if lid is not None:
+        res["off_target"] = lid.off_target_rate(hyps, tgt_lang)
+    return res
 
 
 def category(route: Route) -> str:

@@ -14,17 +14,22 @@ Scores (chrF, BLEU, copy-the-source baseline, off-target rate) come from
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lsmt_bundle import Bundle, load_bundle
 from lsmt_bundle.ct2 import translate_pieces
 from lsmt_bundle.engines import load_engine
 from lsmt_core.routes import Route, route_key
+
+if TYPE_CHECKING:
+    from training.tokenizer import Tokenizer
 
 
 @dataclass(frozen=True)
@@ -39,11 +44,20 @@ class Decoding:
 
 
 def translate_route(
-    bundle: Bundle, translator, tokenizer, texts: list[str], src: str, tgt: str, decoding: Decoding
+    bundle: Bundle,
+    translator,
+    tokenizer_of: Callable[[str], Tokenizer],
+    texts: list[str],
+    src: str,
+    tgt: str,
+    decoding: Decoding,
 ) -> list[str]:
+    """``texts`` translated as the server does: written with the source language's tokenizer,
+    read with the target's (a language added with its own has one: Bundle.tokenizer_path_of)."""
     limit = bundle.max_source_positions - 1
+    reader, writer = tokenizer_of(src), tokenizer_of(tgt)
     sources = [  # an over-long verse is cut (the server refuses it instead)
-        bundle.source_pieces(tokenizer.encode(tokenizer.normalize(t, src)), src, tgt)[-limit:]
+        bundle.source_pieces(reader.encode(reader.normalize(t, src)), src, tgt)[-limit:]
         for t in texts
     ]
     results = translate_pieces(
@@ -55,7 +69,7 @@ def translate_route(
         repetition_penalty=decoding.repetition_penalty,
         no_repeat_ngram_size=decoding.no_repeat_ngram_size,
     )
-    return [tokenizer.decode_pieces(r.hypotheses[0]) for r in results]
+    return [writer.decode_pieces(r.hypotheses[0]) for r in results]
 
 
 def evaluate_bundle(
@@ -68,10 +82,14 @@ def evaluate_bundle(
     device: str = "cpu",
 ) -> dict[str, Any]:
     from lsmt_core.langid import LanguageIdentifier
-    from lsmt_core.scoring import averages, bleu_tokenize, score
+    from lsmt_core.scoring import averages, score_direction
     from training.tokenizer import Tokenizer
 
-    tokenizer = Tokenizer(bundle.tokenizer_path)
+    tokenizer_at = functools.cache(Tokenizer)  # one per file: most languages share one
+
+    def tokenizer_of(lang: str) -> Tokenizer:
+        return tokenizer_at(bundle.tokenizer_path_of(lang))
+
     lid = LanguageIdentifier(bundle.manifest.languages) if langid else None
     engines: dict[str, Any] = {}
     engine_bytes: dict[str, int] = {}
@@ -87,15 +105,9 @@ def evaluate_bundle(
             )
         t0 = time.perf_counter()
         srcs, refs = [s for s, _ in rows], [t for _, t in rows]
-        hyps = translate_route(bundle, engines[key], tokenizer, srcs, src, tgt, decoding)
-        res: dict[str, Any] = {"sentences": len(rows), **score(hyps, refs, tgt)}
+        hyps = translate_route(bundle, engines[key], tokenizer_of, srcs, src, tgt, decoding)
+        res = score_direction(hyps, srcs, refs, tgt, time.perf_counter() - t0, lid)
         res["engine_bytes"] = engine_bytes[key]  # the route's weights as served
-        res["seconds"] = time.perf_counter() - t0
-        res["bleu_tokenize"] = bleu_tokenize(tgt)
-        base = score(srcs, refs, tgt)
-        res["copy_chrf"], res["copy_bleu"] = base["chrf"], base["bleu"]
-        if lid is not None:
-            res["off_target"] = lid.off_target_rate(hyps, tgt)
         directions[route_key((src, tgt))] = res
         print(
             f"{src}-{tgt}: chrF {res['chrf']:.1f} (copy {res['copy_chrf']:.1f}) "

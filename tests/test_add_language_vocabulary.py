@@ -116,3 +116,26 @@ def test_german_routes_decode_as_the_trained_model(grown, german, route):
     de = spm.SentencePieceProcessor(model_file=str(german["tokenizer"] / "spm.model"))
     assert served.pieces(TEXTS["de"][0], "de") == de.encode(TEXTS["de"][0], out_type=str)
     assert_decodes_as_trained(bundle_dir, german["run"], route, TEXTS[route[0]])
+
+
+@pytest.mark.parametrize("route", [("en", "de"), ("de", "en")])
+def test_the_bundle_evaluation_reads_and_writes_german_as_the_server_does(grown, route):
+    """``model_export.evaluate`` (the scores the shipping rule compares) tokenizes each side
+    with its language's tokenizer, German's own here, as the server does."""
+    from lsmt_bundle.ct2 import load_translator, translate_pieces
+    from model_export.evaluate import Decoding, translate_route
+
+    bundle_dir, _, _ = grown
+    served = ServedBundle(load_bundle(bundle_dir))
+    bundle, texts = served.bundle, TEXTS[route[0]]
+    translator, _ = load_translator(bundle.assemble(*route), compute_type="float32")
+    results = translate_pieces(
+        translator, [served.encode(t, *route) for t in texts], bundle.max_source_positions,
+        beam_size=2,
+    )  # fmt: skip
+    served_texts = [served.decode(r.hypotheses[0], route[1]) for r in results]
+    evaluated = translate_route(
+        bundle, translator, lambda lang: Tokenizer(bundle.tokenizer_path_of(lang)), texts,
+        *route, Decoding(beam=2),
+    )  # fmt: skip
+    assert evaluated == served_texts

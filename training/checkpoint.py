@@ -325,11 +325,6 @@ def load_model(
     return model, recipe, _meta_from(ckpt, Path(ckpt["_path"]))
 
 
-def load_meta(run_dir_or_ckpt: Path | str, which: Literal["best", "last"] = "best"):
-    ckpt = load_checkpoint(run_dir_or_ckpt, which)
-    return _meta_from(ckpt, Path(ckpt["_path"]))
-
-
 # -- initialisation from another checkpoint ------------------------------------------------------
 
 _ENC_LAYER = re.compile(r"^encoder\.layers\.(\d+)\.")

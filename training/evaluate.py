@@ -32,7 +32,7 @@ import torch
 
 from lsmt_core.langid import LanguageIdentifier
 from lsmt_core.routes import Route, parse_route, route_key
-from lsmt_core.scoring import averages, bleu_tokenize, format_table, score
+from lsmt_core.scoring import averages, format_table, score_direction
 
 from .batching import SourceEncoder
 from .model import Seq2SeqTransformer
@@ -161,14 +161,9 @@ def evaluate_pairs(
             progress=bar.update if bar else None,
             output_ids=(output_vocab or {}).get(route.tgt),
         )
-        res: dict[str, Any] = {"sentences": len(refs), **score(hyps, refs, route.tgt)}
-        res["seconds"] = time.perf_counter() - t0
-        res["bleu_tokenize"] = bleu_tokenize(route.tgt)
-        if with_baseline:
-            base = score(srcs, refs, route.tgt)
-            res["copy_chrf"], res["copy_bleu"] = base["chrf"], base["bleu"]
-        if lid is not None:
-            res["off_target"] = lid.off_target_rate(hyps, route.tgt)
+        res = score_direction(
+            hyps, srcs, refs, route.tgt, time.perf_counter() - t0, lid, with_baseline
+        )
         if keep_outputs:
             res["outputs"] = hyps
         directions[route_key(route)] = res

@@ -90,47 +90,6 @@ def training_seconds(records: list[dict]) -> list[float]:
     return out
 
 
-def plot_stages(
-    stages: list[tuple[str, Path]],
-    png: Path | str,
-    title: str | None = None,
-    chain: bool = True,
-) -> Path:
-    """Dev chrF against training minutes, with the copy-the-source baseline. ``chain``: the
-    runs are consecutive stages (e.g. dense, then LSL from it) on one time axis, the learning
-    curve of a whole recipe; otherwise they are candidates compared from time zero."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4))
-    start = 0.0
-    copy = None
-    for label, metrics in stages:
-        records = read_metrics(metrics)
-        seconds = training_seconds(records)
-        points = [
-            (start + s / 60, r["dev_chrf"])
-            for r, s in zip(records, seconds, strict=True)
-            if r.get("kind") == "eval"
-        ]
-        copy = next((r["copy_chrf"] for r in records if r.get("copy_chrf") is not None), copy)
-        if points:
-            ax.plot(*zip(*points, strict=True), marker="o", ms=3, label=label)
-        if chain:
-            start += (seconds[-1] if seconds else 0.0) / 60
-    if copy is not None:
-        ax.axhline(copy, ls="--", color="grey", label="copy-the-source baseline")
-    ax.set_xlabel("training time (minutes)")
-    ax.set_ylabel("dev chrF (greedy)")
-    ax.grid(alpha=0.3)
-    ax.legend()
-    if title:
-        ax.set_title(title)
-    return _save(fig, png)
-
-
 def plot_testset_curves(metrics: Path | str, png: Path | str, title: str | None = None) -> Path:
     """chrF on dev and on every test set scored in the loop (``training.eval_testsets``)
     against training minutes, each with its copy-the-source baseline (dashed)."""

@@ -158,19 +158,3 @@ def beam_search(
             finished[i].append((hyp.score / max(len(lps), 1) ** length_penalty, hyp))
         results.append(max(finished[i], key=lambda pair: pair[0])[1])
     return results
-
-
-@torch.no_grad()
-def teacher_forced_log_probs(
-    model: Seq2SeqTransformer,
-    src_ids: torch.Tensor,
-    tgt_ids: list[int],
-    route: Route,
-    allowed: torch.Tensor | None = None,
-) -> list[float]:
-    """Log-probability of each token of ``tgt_ids`` + EOS for one source row (1, S)."""
-    model.eval()
-    tgt_in = torch.tensor([[BOS_ID, *tgt_ids]], dtype=torch.long, device=src_ids.device)
-    lp = _log_probs(model(src_ids, tgt_in, route).logits[0], allowed)
-    gold = [*tgt_ids, EOS_ID]
-    return [lp[t, tok].item() for t, tok in enumerate(gold)]

@@ -20,7 +20,7 @@ import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from lsmt_core.languages import SPLITS, SUPPORTED_LANGUAGES
+from lsmt_core.languages import SPLITS
 from lsmt_core.routes import route_key
 
 Direction = tuple[str, str]
@@ -176,7 +176,3 @@ def write_manifest(data_dir: Path | str) -> dict:
     manifest = {"format": "lsmt-corpus/1", "files": files}
     write_json(root / "manifest.json", manifest)
     return manifest
-
-
-def is_supported(lang: str) -> bool:
-    return lang in SUPPORTED_LANGUAGES
