@@ -115,6 +115,7 @@ class CardInputs:
     shipped: dict[str, Any]  # test set -> evaluation of the shipped bundle
     start: dict[str, Any]  # test set -> evaluation of the model stage 3 started from
     summary: dict[str, Any]  # the stage-3 run's summary.json ({} without stage 3)
+    choice: dict[str, Any]  # how far back toward its start, chosen on dev (choice.json, or {})
     earlier: list[dict[str, Any]]  # stages 1 and 2
     apertium: Path
 
@@ -153,6 +154,7 @@ def build_card(bundle: Path, evidence: Path, curve: Path) -> str:
         shipped=_evaluations(evidence, "eval"),
         start=_evaluations(evidence, "start"),
         summary=_json(evidence / "summary.json") if stage3 else {},
+        choice=_json(evidence / "choice.json") if (evidence / "choice.json").is_file() else {},
         earlier=_json(evidence / "earlier_stages.json")["stages"],
         apertium=evidence / "apertium_ntrex.json",
     )
@@ -330,9 +332,40 @@ def _training(card: CardInputs) -> list[str]:
             if "interpolated" in prov
             else "."
         ),
+        *_weight_choice(card.choice),
         "",
         f"![learning curves]({CURVE})",
     ]
+
+
+def _weight_choice(choice: dict[str, Any]) -> list[str]:
+    """The dev table the weight back toward the start was chosen by (ship.py --choose);
+    candidates are folders named by their weight (``.../candidates/0.35/dev``)."""
+    if not choice:
+        return []
+
+    def weight(folder: str) -> str:
+        return Path(folder).parent.name
+
+    verdicts = choice["verdicts"]
+    lines = [
+        "",
+        f"  The weight, {weight(choice['chosen'])}, was chosen on the dev slices (Romans for "
+        "the Bible, the other sources' dev documents; `python -m model_export.ship --choose`): "
+        "the best general mean among the candidates within 1 chrF of the shipped model on "
+        "Romans.",
+        "",
+        "  | weight back | Romans (shipped) | Romans | general dev mean (shipped) | general dev "
+        "mean | within the rule |",
+        "  |---|---|---|---|---|---|",
+    ]
+    for folder, v in verdicts.items():
+        lines.append(
+            f"  | {weight(folder)} | {v['acts_before']:.2f} | {v['acts_after']:.2f} | "
+            f"{v['general_before']:.2f} | {v['general_after']:.2f} | "
+            f"{'yes' if v['ships'] else 'no'} |"
+        )
+    return lines
 
 
 def _scores(card: CardInputs) -> list[str]:

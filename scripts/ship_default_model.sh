@@ -50,7 +50,7 @@ evaluate() {  # evaluate BUNDLE OUT_DIR SENTENCES TESTSET...: the bundle as serv
 evaluate "$OUT" "$WORK/before" "$EVAL_SENTENCES" "${TESTSETS[@]}"
 
 # 1-2. A candidate per weight, scored on the dev slices; the choice.
-rm -rf "$WORK/candidates" "$WORK/after"
+rm -rf "$WORK/candidates" "$WORK/after" "$WORK/choice.json"
 CANDIDATES=()
 for w in $WISE; do
     c=$WORK/candidates/$w
@@ -66,7 +66,6 @@ if [ "${#CANDIDATES[@]}" -gt 1 ]; then
         evaluate "$c/bundle" "$c/dev" "$DEV_SENTENCES" "${DEVSETS[@]}"
     done
     dev=("${CANDIDATES[@]/%//dev}")
-    rm -f "$WORK/choice.json"
     $PY -m model_export.ship --before "$WORK/before_dev" --bible bible-dev \
         --out "$WORK/choice.json" --choose "${dev[@]}" || [ -f "$WORK/choice.json" ]
     CHOSEN=$($PY -c "import json, sys; print(json.load(open(sys.argv[1]))['chosen'])" \
@@ -93,6 +92,8 @@ mkdir -p docs/default_model/start docs/default_model/eval
 cp "$WORK"/before/*.json docs/default_model/start/
 cp "$WORK"/after/*.json docs/default_model/eval/
 cp "$RUN/summary.json" "$RUN/metrics.jsonl" docs/default_model/
+rm -f docs/default_model/choice.json
+[ ! -f "$WORK/choice.json" ] || cp "$WORK/choice.json" docs/default_model/
 $PY scripts/model_card.py --bundle "$OUT"
 # The model just shipped is the bar for the next candidate.
 rm -rf "$WORK/before" "$WORK/before_dev"
