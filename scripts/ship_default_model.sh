@@ -22,7 +22,7 @@ WORK=${WORK:-runs/default_mixed_eval}
 # Stage 3 forgets Bible text as it learns the rest (docs/training.md: -2.7 chrF on Acts for a
 # run's own weights, -0.6 halfway back): how far back is chosen among these weights (0: the
 # run's own weights). One weight skips the choice.
-WISE=${WISE:-0.2 0.35 0.5}
+WISE=${WISE:-0 0.1 0.2 0.35 0.5}
 # Test sets every candidate is scored on (docs/data.md), with sentences per direction (empty:
 # all); 100 keeps a CPU evaluation of one model near 7 minutes on 2 cores (NTREX's long
 # sentences take most of it). The dev slices choose among candidates: 40 sentences per
@@ -46,7 +46,12 @@ evaluate() {  # evaluate BUNDLE OUT_DIR SENTENCES TESTSET...: the bundle as serv
     done
 }
 
-# The bar: the shipped bundle (kept from the last verdict when it was shipped since).
+# The bar: the shipped bundle's evaluations, kept beside a copy of its manifest; made again
+# when models/default is no longer that bundle (shipped by hand, or checked out anew).
+for bar in "$WORK/before" "$WORK/before_dev"; do
+    cmp -s "$OUT/manifest.json" "$bar/shipped.manifest" || rm -rf "$bar"
+    mkdir -p "$bar" && cp "$OUT/manifest.json" "$bar/shipped.manifest"
+done
 evaluate "$OUT" "$WORK/before" "$EVAL_SENTENCES" "${TESTSETS[@]}"
 
 # 1-2. A candidate per weight, scored on the dev slices; the choice.
@@ -99,4 +104,7 @@ $PY scripts/model_card.py --bundle "$OUT"
 rm -rf "$WORK/before" "$WORK/before_dev"
 mv "$WORK/after" "$WORK/before"
 [ ! -d "$CHOSEN/dev" ] || cp -r "$CHOSEN/dev" "$WORK/before_dev"
+for bar in "$WORK/before" "$WORK/before_dev"; do
+    [ ! -d "$bar" ] || cp "$OUT/manifest.json" "$bar/shipped.manifest"
+done
 echo "shipped $CHOSEN as $OUT"
