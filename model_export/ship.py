@@ -88,29 +88,29 @@ def decide(before: dict[str, dict], after: dict[str, dict], bible: str = ACTS) -
         }
     g_before = sum(rows[n]["before"] for n in general) / len(general)
     g_after = sum(rows[n]["after"] for n in general) / len(general)
-    acts = rows.get(bible)
+    kept = rows.get(bible)  # the Bible's row: what the candidate must keep
     verdict = Verdict(
         ships=False,
         general_before=g_before,
         general_after=g_after,
-        acts_before=acts["before"] if acts else None,
-        acts_after=acts["after"] if acts else None,
+        acts_before=kept["before"] if kept else None,
+        acts_after=kept["after"] if kept else None,
         testsets=rows,
     )
-    if acts is None:
+    if kept is None:
         verdict.reason = f"no {bible} evaluation in both folders: the rule needs it"
     elif g_after <= g_before:
         verdict.reason = f"general mean {g_after:.2f} is not above the shipped {g_before:.2f}"
-    elif acts["after"] < acts["before"] - BIBLE_TOLERANCE:
+    elif kept["after"] < kept["before"] - BIBLE_TOLERANCE:
         verdict.reason = (
-            f"{bible} {acts['after']:.2f} loses more than {BIBLE_TOLERANCE} against the "
-            f"shipped {acts['before']:.2f}"
+            f"{bible} {kept['after']:.2f} loses more than {BIBLE_TOLERANCE} against the "
+            f"shipped {kept['before']:.2f}"
         )
     else:
         verdict.ships = True
         verdict.reason = (
-            f"general mean {g_before:.2f} -> {g_after:.2f}, {bible} {acts['before']:.2f} -> "
-            f"{acts['after']:.2f}"
+            f"general mean {g_before:.2f} -> {g_after:.2f}, {bible} {kept['before']:.2f} -> "
+            f"{kept['after']:.2f}"
         )
     return verdict
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from lsmt_core.routes import route_key
+from model_export.ship import BIBLE_TOLERANCE
 
 ROOT = Path(__file__).resolve().parents[1]
 CURVE = "docs/default_model_curve.png"  # the learning curves, as the card links them
@@ -352,8 +353,8 @@ def _weight_choice(choice: dict[str, Any]) -> list[str]:
         "",
         f"  The weight, {weight(choice['chosen'])}, was chosen on the dev slices (Romans for "
         "the Bible, the other sources' dev documents; `python -m model_export.ship --choose`): "
-        "the best general mean among the candidates within 1 chrF of the shipped model on "
-        "Romans.",
+        f"the best general mean among the candidates within {BIBLE_TOLERANCE:g} chrF of the "
+        "shipped model on Romans.",
         "",
         "  | weight back | Romans (shipped) | Romans | general dev mean (shipped) | general dev "
         "mean | within the rule |",

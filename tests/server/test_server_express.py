@@ -6,13 +6,12 @@ from __future__ import annotations
 import os
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
 
 from lsmt_bundle import load_bundle
-from server.engines import default_loader
+from server.engines import default_loader, wait_until_idle
 from server.express import LaneEngines, lane_translator, start_niced
 from server.settings import Settings
 
@@ -96,13 +95,10 @@ def test_an_engine_on_the_cpu_is_a_pair_with_only_the_bulk_threads_niced(tiny_bu
         got = lane_translator(pair, express).translate_batch(served, beam_size=2)
         assert [r.hypotheses for r in got] == want
 
-    # CTranslate2 keeps a model whose pool still counts a batch as active, and a worker counts
-    # its batch done only after translate_batch has returned: wait for both pools to be idle.
-    deadline = time.monotonic() + 30
-    while pair.bulk.num_active_batches or pair.express.num_active_batches:
-        assert time.monotonic() < deadline, "a finished batch still counted as active"
-        time.sleep(0.01)
-    pair.unload_model()  # what eviction does: both go
+    # as eviction does: wait until both pools count their batches done (CTranslate2 keeps a
+    # model it counts busy, and the count lags translate_batch's return), then unload both
+    assert wait_until_idle(pair, timeout=30), "a finished batch still counted as active"
+    pair.unload_model()
     assert not pair.bulk.model_is_loaded and not pair.express.model_is_loaded
     assert not pair.model_is_loaded
 
