@@ -4,6 +4,8 @@ side in one run, for each way of running a training step we can choose between.
     python loadtests/bench_training.py [--recipe default_dense_8-2] [--steps 20] [--warmup 3]
         [--batch-tokens 4096] [--pairs-per-route 1000] [--out runs/bench_training]
         [--configs fp32,bf16]      # only the configurations whose name has one of these words
+        [--device cuda --batch-tokens 16384,65536,131072]   # a GPU: which batch fills it
+        [--profile]                # and where an update's time goes (torch.profiler tables)
 
 Configurations: intra-op threads (1, 2) x output layer (full vocabulary, restricted to the
 target language's vocabulary: ``data.target_vocab.restrict_output``), then the Adam
@@ -13,7 +15,10 @@ bf16 autocast (``training.precision: bf16``; native on CPUs with AVX-512 BF16 or
 same seed and times ``--steps`` optimizer updates after ``--warmup`` untimed ones on the same
 sequence of batches; reported are target tokens/s, the ratio to the first configuration, and
 the loss over the last updates (the same batches for every configuration, so a precision that
-learns worse shows there). Writes results.json, results.csv and results.png under --out.
+learns worse shows there). With several ``--batch-tokens``, every configuration runs at each
+batch size: on a GPU, where the thread count does not matter, the tokens/s that stop growing
+with the batch say the model fills the chip (scripts/device/train_default.sh picks its batch so).
+Writes results.json, results.csv and results.png under --out.
 Needs the recipe's corpus and tokenizer (``make default-model`` builds them first).
 """
 
@@ -60,6 +65,8 @@ CONFIGS = [
 ]
 # NLL averaged over this many last updates: "the loss after the same updates"
 LAST_UPDATES = 5
+# updates profiled (--profile) after the timed ones
+PROFILED_UPDATES = 3
 
 
 def bench_overrides(
@@ -79,16 +86,18 @@ def bench_overrides(
     }
 
 
-def measure(recipe_name: str, cfg: dict, args: argparse.Namespace, out: Path) -> dict:
+def measure(
+    recipe_name: str, cfg: dict, batch_tokens: int, args: argparse.Namespace, out: Path
+) -> dict:
     overrides = bench_overrides(
-        args.pairs_per_route, args.batch_tokens, cfg["threads"], cfg.get("precision", "fp32")
+        args.pairs_per_route, batch_tokens, cfg["threads"], cfg.get("precision", "fp32")
     )
     recipe = load_recipe(recipe_name, overrides)
     if recipe.data.target_vocab is None:
         raise SystemExit(f"{recipe_name} has no data.target_vocab: nothing to restrict")
     tv = recipe.data.target_vocab.model_copy(update={"restrict_output": cfg["restrict"]})
     recipe = recipe.model_copy(update={"data": recipe.data.model_copy(update={"target_vocab": tv})})
-    trainer = Trainer(recipe, out / "run", device="cpu", progress=False)
+    trainer = Trainer(recipe, out / "run", device=args.device, progress=False)
     t = recipe.training
     trainer.optimizer, trainer.scheduler = make_optimizer(
         trainer.model, recipe, implementation=cfg["adam"]
@@ -98,12 +107,18 @@ def measure(recipe_name: str, cfg: dict, args: argparse.Namespace, out: Path) ->
         batches = [trainer.data.sampler.next_batch() for _ in range(t.accumulation)]
         t0 = time.perf_counter()
         stats = trainer.update(batches)
+        if trainer.dist.device.type == "cuda":
+            torch.cuda.synchronize()
         if i >= args.warmup:
             seconds += time.perf_counter() - t0
             tokens += stats.ntokens
             losses.append(stats.nll)
+    if args.profile:
+        write_profile(trainer, out / f"profile-{batch_tokens}.txt")
     return {
         **cfg,
+        "name": cfg["name"] if len(args.batch_tokens) == 1 else f"{cfg['name']}, {batch_tokens}",
+        "batch_tokens": batch_tokens,
         "tgt_tokens_per_s": tokens / seconds,
         "seconds": seconds,
         "tokens": tokens,
@@ -113,14 +128,48 @@ def measure(recipe_name: str, cfg: dict, args: argparse.Namespace, out: Path) ->
     }
 
 
+def write_profile(trainer: Trainer, path: Path, updates: int = PROFILED_UPDATES) -> None:
+    """Where an update's time goes: ``updates`` more updates under torch.profiler, its table
+    of operators by total time (CPU and, on a GPU, CUDA) written to ``path``."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU]
+    if trainer.dist.device.type == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    with profile(activities=activities) as prof:
+        for _ in range(updates):
+            batches = [
+                trainer.data.sampler.next_batch()
+                for _ in range(trainer.recipe.training.accumulation)
+            ]
+            trainer.update(batches)
+        if trainer.dist.device.type == "cuda":
+            torch.cuda.synchronize()
+    sort = "cuda_time_total" if trainer.dist.device.type == "cuda" else "cpu_time_total"
+    table = prof.key_averages().table(sort_by=sort, row_limit=30)
+    path.write_text(f"{updates} updates, sorted by {sort}\n{table}\n")
+    print(f"profile of {updates} updates -> {path}", flush=True)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--recipe", default="default_dense_8-2")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--batch-tokens", type=int, default=4096)
+    p.add_argument(
+        "--batch-tokens",
+        type=lambda v: [int(b) for b in v.split(",")],
+        default=[4096],
+        help="target tokens per update; comma-separated for several batch sizes",
+    )
     p.add_argument("--pairs-per-route", type=int, default=1000)
     p.add_argument("--out", type=Path, default=Path("runs/bench_training"))
+    p.add_argument("--device", default="cpu", help="cpu, cuda or auto (the trainer's)")
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help=f"then profile {PROFILED_UPDATES} more updates: profile-BATCH.txt under --out",
+    )
     p.add_argument(
         "--configs",
         type=lambda v: [w.strip() for w in v.split(",") if w.strip()],
@@ -138,8 +187,8 @@ def main() -> int:
             f"--configs {args.configs} matches none of: {[c['name'] for c in CONFIGS]}"
         )
     rows = []
-    for cfg in configs:
-        row = measure(args.recipe, cfg, args, args.out)
+    for cfg, batch_tokens in ((c, b) for c in configs for b in args.batch_tokens):
+        row = measure(args.recipe, cfg, batch_tokens, args, args.out)
         row["ratio"] = row["tgt_tokens_per_s"] / (rows[0] if rows else row)["tgt_tokens_per_s"]
         rows.append(row)
         print(
@@ -148,10 +197,13 @@ def main() -> int:
             f"{row['last_nll']:.3f})",
             flush=True,
         )
-    machine = (
-        f"{platform.machine()} CPU, {torch.get_num_threads()} threads available, "
-        f"native bf16: {cpu_has_native_bf16()}"
-    )
+    if args.device != "cpu" and torch.cuda.is_available():
+        machine = torch.cuda.get_device_name()
+    else:
+        machine = (
+            f"{platform.machine()} CPU, {torch.get_num_threads()} threads available, "
+            f"native bf16: {cpu_has_native_bf16()}"
+        )
     result = {"recipe": args.recipe, "machine": machine, **vars(args), "results": rows}
     result["out"] = str(args.out)
     write_results(args.out, result, rows)

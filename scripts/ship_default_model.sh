@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Ship stage 3 of the default model when it is better than the shipped one (issue 42), after
 # each stage-3 slice of scripts/build_default_model.sh (which calls it) or alone, for a run
-# trained elsewhere:
+# trained elsewhere (RUN: a run directory or a checkpoint file, e.g. a GPU call's weights):
 #   1. candidates: the run's best checkpoint moved WISE of the way back toward the weights it
 #      started from (python -m training.checkpoint interpolate; weight-space ensembling), one
 #      per weight, each exported int8 as served;
@@ -15,6 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
 RUN=${RUN:-runs/default_mixed}
+RUN_LOGS=${RUN_LOGS:-$RUN}  # where the run's summary.json and metrics.jsonl are
 START=${START:-runs/default_init.pt}  # the weights the run started from
 DATA=${DATA:-data/default_mixed/corpus}
 OUT=${OUT:-models/default}
@@ -60,7 +61,12 @@ CANDIDATES=()
 for w in $WISE; do
     c=$WORK/candidates/$w
     mkdir -p "$c"
-    $PY -m training.checkpoint interpolate "$RUN" "$START" "$c/model.pt" --weight "$w"
+    if [ "$w" = 0 ]; then  # the run's own weights: no start needed (WISE=0 for a run trained
+        # from scratch, whose tokenizer is not the start's)
+        $PY -m training.checkpoint slim "$RUN" "$c/model.pt"
+    else
+        $PY -m training.checkpoint interpolate "$RUN" "$START" "$c/model.pt" --weight "$w"
+    fi
     $PY -m model_export --checkpoint "$c/model.pt" --out "$c/bundle" --name default_mixed \
         --dtype int8
     CANDIDATES+=("$c")
@@ -96,7 +102,7 @@ rm -rf docs/default_model/start docs/default_model/eval
 mkdir -p docs/default_model/start docs/default_model/eval
 cp "$WORK"/before/*.json docs/default_model/start/
 cp "$WORK"/after/*.json docs/default_model/eval/
-cp "$RUN/summary.json" "$RUN/metrics.jsonl" docs/default_model/
+cp "$RUN_LOGS/summary.json" "$RUN_LOGS/metrics.jsonl" docs/default_model/
 rm -f docs/default_model/choice.json
 [ ! -f "$WORK/choice.json" ] || cp "$WORK/choice.json" docs/default_model/
 $PY scripts/model_card.py --bundle "$OUT"

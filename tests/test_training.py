@@ -4,6 +4,7 @@ SentencePiece model trained here: recipes, batching, exact resume, CLI outputs, 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -395,6 +396,12 @@ def test_init_from_a_bundle_through_its_checkpoint(tiny_run, toy_data, tmp_path)
         assert torch.equal(state[k], v), k
     with pytest.raises(ValueError, match="python -m model_export checkpoint"):
         Trainer(recipe.model_copy(update={"init_from": bundle}), tmp_path / "r2", progress=False)
+    # such a checkpoint records no step: slimming it (a GPU call's weights) still works
+    from training.checkpoint import main as checkpoint_main
+
+    slim = tmp_path / "slim.pt"
+    assert checkpoint_main(["slim", str(ckpt_file), str(slim), "--dtype", "bfloat16"]) == 0
+    assert all(v.dtype == torch.bfloat16 for v in load_checkpoint(slim)["model"].values())
 
 
 def test_time_limit_stops_cleanly_and_resume_continues(toy_data, tmp_path):
@@ -413,6 +420,24 @@ def test_time_limit_stops_cleanly_and_resume_continues(toy_data, tmp_path):
     assert summary["train_seconds"] > first["train_seconds"]
     last = load_checkpoint(out, "last")["train_seconds"]
     assert first["train_seconds"] < last <= summary["train_seconds"]
+
+
+def test_evaluations_without_py3langid_give_no_off_target_rate(toy_data, tmp_path, monkeypatch):
+    """A machine without py3langid (a lent GPU's image) trains and evaluates: the dev scores
+    are there, the off-target rate is None, and the log says why."""
+    import io
+
+    for name in ("py3langid", "py3langid.langid"):
+        monkeypatch.setitem(sys.modules, name, None)  # import fails as if not installed
+    data, tok = toy_data
+    log = io.StringIO()
+    run = tmp_path / "run"
+    Trainer(tiny_recipe(data, tok, max_steps=2, eval_every=2), run, progress=False, log=log).run()
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    evals = [r for r in records if r["kind"] == "eval"]
+    assert evals and evals[-1]["off_target"] is None and evals[-1]["dev_chrf"] >= 0
+    assert "py3langid is not installed" in log.getvalue()
+    assert "off-target -" in log.getvalue()
 
 
 def test_slim_checkpoint_keeps_the_model_and_drops_resume_state(tiny_run, tmp_path):

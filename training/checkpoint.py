@@ -523,7 +523,9 @@ def main(argv: list[str] | None = None) -> int:
     else:
         dtype = None if args.dtype is None else getattr(torch, args.dtype)
         out = save_checkpoint(slim_checkpoint(ckpt, dtype), args.dst)
-    print(f"{ckpt['_path']} (step {ckpt['step']}) -> {out} ({out.stat().st_size / 1e6:.1f} MB)")
+    # a checkpoint made from a bundle (python -m model_export checkpoint) records no step
+    step = ckpt.get("step", "unknown")
+    print(f"{ckpt['_path']} (step {step}) -> {out} ({out.stat().st_size / 1e6:.1f} MB)")
     return 0
 
 

@@ -300,9 +300,16 @@ class Trainer:
 
     @functools.cached_property
     def _language_identifier(self) -> Any:
+        """py3langid for the off-target rate, or None where it is not installed (a lent GPU
+        machine's image: scripts/device/prepare.sh leaves it out of the kit), the rate then
+        unmeasured rather than the run stopped."""
         from lsmt_core.langid import LanguageIdentifier  # loads its model: only when evaluating
 
-        return LanguageIdentifier(self.data.languages)
+        try:
+            return LanguageIdentifier(self.data.languages)
+        except ImportError:
+            self.log("py3langid is not installed: evaluations measure no off-target rate")
+            return None
 
     def _log_eval(self, record: dict[str, Any], improved: bool) -> None:
         off = record["off_target"]

@@ -2,7 +2,8 @@
 # Gather what a lent GPU machine lacks (it can download nothing) into a kit folder (ignored
 # by git) that a device call carries:
 #   train (default): .device/ for scripts/device/train_default.sh and quality_study.sh: the
-#       mixed corpus as a pack (training.data.pack), its tokenizer, the wheels of the Python
+#       mixed corpus as a pack (training.data.pack), a tokenizer trained on it and the shipped
+#       one with its vocabularies recounted on it, the wheels of the Python
 #       packages the image does not hold (/work/.library/device/KINDS.md lists what it has)
 #       at the versions CI tests, and the CUDA 13 CTranslate2 wheel when it was built;
 #   serve: .device-serve/ for scripts/device/serve_check.sh: the serving packages' wheels
@@ -20,7 +21,10 @@ LIMIT=$((64 << 20))
 case $PART in
     train)
         KIT=.device
-        packages=(pydantic pydantic-core annotated-types typing-inspection py3langid sentencepiece)
+        # Not sentencepiece (the image's 0.2.2 encodes as CI's 0.2.3 does) nor py3langid (the
+        # trainer's evaluations then give no off-target rate): their 6.3 MB of wheels would
+        # take the kit with the mixed corpus's pack over the 64 MiB.
+        packages=(pydantic pydantic-core annotated-types typing-inspection)
         ;;
     serve)
         KIT=.device-serve
@@ -56,6 +60,12 @@ if [ "$PART" = train ]; then
     [ -f "$TOKENIZER/spm.model" ] || "$PY" -m training.tokenizer train --data "$CORPUS" \
         --out "$TOKENIZER" --vocab-size 8000
     rm -rf "$KIT/tokenizer" && cp -r "$TOKENIZER" "$KIT/tokenizer"
+    # the shipped tokenizer, its per-target vocabularies recounted on the mixed corpus (as
+    # make default-model's stage 3 does): train_default.sh's continue arm
+    SHIPPED_TOKENIZER=${SHIPPED_TOKENIZER:-data/default_mixed/tokenizer}
+    [ -f "$SHIPPED_TOKENIZER/frequencies.json" ] || "$PY" -m training.tokenizer recount \
+        --model models/default/tokenizer --data "$CORPUS" --out "$SHIPPED_TOKENIZER"
+    rm -rf "$KIT/shipped_tokenizer" && cp -r "$SHIPPED_TOKENIZER" "$KIT/shipped_tokenizer"
     # the study evaluates its bundles there: CTranslate2 for CUDA 13, when it was built
     if ls .device-serve/ctranslate2-*-cp312-*.whl > /dev/null 2>&1; then
         cp .device-serve/ctranslate2-*-cp312-*.whl "$KIT/"

@@ -1,85 +1,151 @@
 #!/usr/bin/env bash
-# Issue 20's GPU recipe on a lent machine: the default model's dense 8-2 then LSL 8-2 stages
-# (training/recipes/default_{dense,lsl}_8-2.yaml) from scratch on the mixed corpus, with a
-# tokenizer trained on it (prepare.sh trains it and the kit carries it), then the int8
-# bundle, which comes back in $OUT.
+# Issue 50's training call on a lent GPU machine: the default model on the mixed corpus (Bible,
+# software and general text), two ways at once on the one GPU, for the same minutes:
+#   continue  the shipped weights (models/default) trained on, with the shipped tokenizer:
+#             stage 3's recipe (training/recipes/default_mixed_8-2.yaml);
+#   scratch   from nothing with a tokenizer trained on the mixed corpus (the kit's): the dense
+#             8-2 for DENSE_SHARE of the time, then the LSL 8-2 from it.
+# First a short probe (loadtests/bench_training.py --device cuda) measures target tokens/s at
+# PROBE_BATCHES: the batch of both arms is the smallest within 10 % of the fastest, so the
+# minutes buy as many updates as the chip allows (and the probe says whether a d256 model
+# fills it). The better arm by its best dev chrF (the same dev sample for both: same seed, same
+# EVAL_SENTENCES) comes back as a weights-only bf16 checkpoint in 15 MiB pieces
+# ($OUT/weights.pt.part-*; 53 MB, so the int8 bundle is exported here, not there), beside
+# $OUT/logs.tgz: the probe, both arms' metrics, summaries and recipes, nvidia-smi's load.
+# Here, after:
+#   cat weights.pt.part-* > runs/gpu_weights.pt, then export, evaluate and ship it
+#   (scripts/ship_default_model.sh with RUN=runs/gpu_weights.pt; docs/training.md).
 #
-# A session's device time is 15 minutes, the machine's start included, and one call runs at
-# most 10 minutes; a checkpoint cannot come back (the tool returns 64 MiB; last.pt is 316 MB).
-# So one call does it all: the dense stage for at most DENSE_MIN minutes, the LSL stage from
-# its best checkpoint for what is left of CALL_MIN, then the export of the LSL stage's best
-# checkpoint into $OUT as bundle.tar.part-* (15 MiB pieces: the tool returns files of at most
-# 16 MiB); here: cat bundle.tar.part-* | tar -x. A second call on the same warm machine (a
-# session with time left) resumes both stages from runs/ and exports again.
+# A session's device time is 15 minutes, the start included, one call at most 10: so one call,
+# CALL_MIN minutes of it to the training, the rest to the start, the probe, saving and packing.
 #
 #   scripts/device/prepare.sh                                       # here, once
 #   device run: bash scripts/device/train_default.sh, carry [".device"], timeout_s 600
-#   DENSE_STEPS=2 LSL_STEPS=2 SET=training.eval_sentences=2 OUT=/tmp/out KIT=DIR \
-#       PY=.venv/bin/python scripts/device/train_default.sh          # a smoke run on a CPU
-#   (DIR: the pack and the tokenizer without the wheels, which are for the machine's 3.12)
+#   A smoke run on a CPU (KIT: the pack and tokenizers without the wheels, which are for the
+#   machine's Python 3.12):
+#   DEVICE=cpu PROBE_BATCHES=1024,2048 CALL_MIN=3 SET="training.max_steps=4" OUT=/tmp/out \
+#       KIT=DIR PY=.venv/bin/python scripts/device/train_default.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=${PY:-python3}
 KIT=${KIT:-.device}
 SITE=${SITE:-/tmp/lsmt-site}
-# Minutes into the call at which the dense stage, then the LSL stage, stop training (counted
-# from the call's start, unpacking and the tokenizer included). The LSL stage's data loading,
-# its last save and the export come after: 14 s on the CPU smoke run with the Bible corpus,
-# more with the mixed one, hence the margin to the 10-minute call.
-DENSE_MIN=${DENSE_MIN:-3.5}
-CALL_MIN=${CALL_MIN:-7.5}
-# About 18 updates a second on one H100 (docs/training.md): the time limits stop them first.
-DENSE_STEPS=${DENSE_STEPS:-8000}
-LSL_STEPS=${LSL_STEPS:-9000}
-# Target tokens per update. The recipes' 16,384 ran at about 18 updates a second on an H100
-# (docs/training.md): for a d256 model that is per-step overhead, not arithmetic, so four times
-# the tokens should cost far less than four times the time; a few minutes of training then see
-# several times the text. Not measured yet (no GPU since): the call's metrics.jsonl records
-# tgt_tokens_per_s, so the first call says. WARMUP (the dense stage's): the recipe's 800 steps
-# would be most of the stage at this size.
-BATCH_TOKENS=${BATCH_TOKENS:-65536}
-WARMUP=${WARMUP:-300}
-SET=${SET:-}  # more recipe overrides for both stages, e.g. training.eval_sentences=2
-DATA=data/gpu_mixed
-: "${OUT:?OUT: where the bundle goes (the device tool sets it)}"
+DEVICE=${DEVICE:-cuda}
+CALL_MIN=${CALL_MIN:-8.0}       # minutes into the call at which both arms stop training
+STOP_MIN=${STOP_MIN:-8.8}       # ... at the latest (a stage that started slowly is stopped)
+DENSE_SHARE=${DENSE_SHARE:-0.45}  # the scratch arm's share of its minutes for the dense stage
+LOAD_MIN=${LOAD_MIN:-0.8}       # a stage's start before its first update (tokenizing its pairs)
+PROBE_BATCHES=${PROBE_BATCHES:-16384,65536,131072}
+EVAL_S=${EVAL_S:-40}            # about this many seconds of training between dev evaluations
+EVAL_SENTENCES=${EVAL_SENTENCES:-32}
+WARMUP=${WARMUP:-300}           # the dense stage's (the recipe's 800 would be most of it)
+SET=${SET:-}                    # more recipe overrides for every stage
+: "${OUT:?OUT: where the results go (the device tool sets it)}"
 started=$(date +%s)
+LOGS=runs/gpu_logs  # what comes back beside the weights, as $OUT/logs.tgz
+mkdir -p "$OUT" "$LOGS"
+say() { echo "[$(($(date +%s) - started)) s] $*" | tee -a "$LOGS/call.txt"; }
 
 # shellcheck source=scripts/device/kit.sh
 . scripts/device/kit.sh
 install_kit
-mixed_corpus "$DATA"
+# Both arms read one corpus; each keeps its own tokenizer (the recount of the shipped one
+# decides the continue arm's per-target vocabularies, as in make default-model).
+mixed_corpus data/gpu_mixed
+mkdir -p data/default_mixed
+[ -e data/default_mixed/corpus ] || ln -s ../gpu_mixed/corpus data/default_mixed/corpus
+[ -d data/default_mixed/tokenizer ] || cp -r "$KIT/shipped_tokenizer" data/default_mixed/tokenizer
+[ -f runs/default_init.pt ] || "$PY" -m model_export checkpoint models/default --out runs/default_init.pt
+if command -v nvidia-smi > /dev/null; then
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > $LOGS/gpu.csv
+    nvidia-smi dmon -s um -d 5 > $LOGS/dmon.txt 2>&1 &
+fi
+say "kit ready"
 
-minutes_left() {  # minutes_left BUDGET: what is left of BUDGET minutes of this call
-    "$PY" -c "print(round($1 - ($(date +%s) - $started) / 60, 2))"
+minutes_left() {  # minutes_left AT [LESS]: minutes from now to AT minutes into the call, less LESS
+    "$PY" -c "print(round($1 - ($(date +%s) - $started) / 60 - ${2:-0}, 2))"
 }
 
-stage() {  # stage NAME STEPS MINUTES [--set overrides]: runs/gpu_NAME, started or resumed,
-    # until STEPS updates or MINUTES more minutes, whichever comes first
-    local name=$1 steps=$2 minutes=$3 run=runs/gpu_$1 args=()
+# 1. The batch: the smallest within 10 % of the best tokens/s; its updates/s sets how often the
+# arms evaluate (two processes share the chip, hence half).
+"$PY" -m loadtests.bench_training --recipe default_mixed_8-2 --device "$DEVICE" \
+    --configs bf16 --batch-tokens "$PROBE_BATCHES" --steps 8 --warmup 3 --profile \
+    --pairs-per-route 300 --out runs/gpu_probe > $LOGS/probe.txt 2>&1 || cat $LOGS/probe.txt
+picked=$("$PY" - "$EVAL_S" <<'EOF'
+import json, sys
+try:
+    rows = json.load(open("runs/gpu_probe/results.json"))["results"]
+except (OSError, KeyError, ValueError):
+    print(65536, 200)  # no probe: the batch reasoned before one was measured
+    raise SystemExit
+best = max(r["tgt_tokens_per_s"] for r in rows)
+pick = min((r for r in rows if r["tgt_tokens_per_s"] >= 0.9 * best), key=lambda r: r["batch_tokens"])
+print(pick["batch_tokens"], max(10, round(pick["tgt_tokens_per_s"] / pick["batch_tokens"] / 2 * float(sys.argv[1]))))
+EOF
+)
+read -r BATCH EVAL_EVERY <<< "$picked"
+say "probe: $(grep -h 'tokens/s' $LOGS/probe.txt | tr -s ' ' | paste -sd ';' -); batch $BATCH, evaluating every $EVAL_EVERY updates"
+
+# 2. The arms, at once, until CALL_MIN.
+common=("training.batch_tokens=$BATCH" "training.eval_every=$EVAL_EVERY" "training.save_every=0"
+    "training.eval_sentences=$EVAL_SENTENCES" "training.eval_testsets=[]" "training.seed=3")
+train() {  # train RUN RECIPE MINUTES OVERRIDE...: a stage in runs/gpu_RUN for MINUTES of training
+    local run=runs/gpu_$1 recipe=training/recipes/$2.yaml minutes=$3
     shift 3
-    if [ -f "$run/summary.json" ] && \
-        "$PY" -c "import json,sys; sys.exit(json.load(open('$run/summary.json'))['step'] < $steps)"; then
-        return 0  # done in an earlier call
-    fi
-    if "$PY" -c "import sys; sys.exit($minutes > 0.5)"; then
-        echo "no time left in this call for stage $name" >&2
-        return 0
-    fi
-    if [ -f "$run/last.pt" ]; then args=(--resume); else
-        # shellcheck disable=SC2086  # SET: one override per word
-        args=(--config "training/recipes/default_${name}_8-2.yaml" --set \
-            "data.dir=$DATA/corpus" "data.tokenizer=$DATA/tokenizer" \
-            "training.batch_tokens=$BATCH_TOKENS" "$@" $SET); fi
-    "$PY" -m training.train "${args[@]}" --out "$run" --max-steps "$steps" --time-limit "$minutes"
+    # shellcheck disable=SC2086  # SET: one override per word
+    "$PY" -m training.train --config "$recipe" --out "$run" --device "$DEVICE" --no-progress \
+        --time-limit "$minutes" --set "${common[@]}" "$@" $SET > "$LOGS/$(basename "$run").log" 2>&1
 }
+scratch_data=("data.dir=data/gpu_mixed/corpus" "data.tokenizer=data/gpu_mixed/tokenizer")
+arms_start=$(( ($(date +%s) - started) ))
+dense_end=$("$PY" -c "s = $arms_start / 60; print(round(s + $DENSE_SHARE * ($CALL_MIN - s), 2))")
+# A stage whose start took longer than LOAD_MIN would run past CALL_MIN: at STOP_MIN every
+# stage still training is asked to stop (SIGTERM: it finishes its update and saves last.pt).
+( sleep "$("$PY" -c "print(max(0, round($STOP_MIN * 60 - ($(date +%s) - $started))))")"
+  pkill -TERM -f "training.train" || true ) &
+watchdog_pid=$!
+train continue default_mixed_8-2 "$(minutes_left "$CALL_MIN" "$LOAD_MIN")" &
+continue_pid=$!
+{
+    # no evaluations in the dense stage: the LSL stage starts from its last weights, and a young
+    # model's greedy outputs run to the length limit (25 s an evaluation on the H200, 2026-11-27)
+    train dense default_dense_8-2 "$(minutes_left "$dense_end" "$LOAD_MIN")" \
+        "${scratch_data[@]}" "training.warmup_steps=$WARMUP" "training.eval_every=0"
+    say "scratch: dense stage done"
+    train lsl default_lsl_8-2 "$(minutes_left "$CALL_MIN" "$LOAD_MIN")" \
+        "${scratch_data[@]}" "init_from=runs/gpu_dense/last.pt"
+} &
+scratch_pid=$!
+wait "$continue_pid" || say "the continue arm failed ($LOGS/gpu_continue.log)"
+wait "$scratch_pid" || say "the scratch arm failed ($LOGS/gpu_dense.log, $LOGS/gpu_lsl.log)"
+kill "$watchdog_pid" 2> /dev/null || true
+say "arms done"
 
-stage dense "$DENSE_STEPS" "$(minutes_left "$DENSE_MIN")" "training.warmup_steps=$WARMUP"
-stage lsl "$LSL_STEPS" "$(minutes_left "$CALL_MIN")" init_from=runs/gpu_dense/best.pt
-rm -rf runs/gpu_lsl/bundle
-"$PY" -m model_export --checkpoint runs/gpu_lsl --out runs/gpu_lsl/bundle --name default \
-    --dtype int8
-mkdir -p "$OUT"
-tar -C runs/gpu_lsl -cf - bundle | split -b 15M - "$OUT/bundle.tar.part-"
-cp runs/gpu_dense/metrics.jsonl "$OUT/dense_metrics.jsonl"
-cp runs/gpu_lsl/metrics.jsonl "$OUT/lsl_metrics.jsonl"
-echo "bundle exported into $OUT"
+# 3. The better arm's best checkpoint comes back.
+WINNER=$("$PY" - <<'EOF'
+import json
+scores = {}
+for arm, run in (("continue", "runs/gpu_continue"), ("scratch", "runs/gpu_lsl")):
+    try:
+        s = json.load(open(f"{run}/summary.json"))
+    except OSError:
+        continue
+    if s.get("best_dev_chrf") is not None:
+        scores[run] = s["best_dev_chrf"]
+        print(f"{arm}: step {s['step']}, best dev chrF {s['best_dev_chrf']:.2f}", file=__import__("sys").stderr)
+print(max(scores, key=scores.get) if scores else "")
+EOF
+)
+echo "$WINNER" > $LOGS/winner.txt
+if [ -n "$WINNER" ]; then
+    "$PY" -m training.checkpoint slim "$WINNER/best.pt" runs/gpu_weights.pt --dtype bfloat16
+    split -b 15M runs/gpu_weights.pt "$OUT/weights.pt.part-"
+fi
+for run in runs/gpu_continue runs/gpu_dense runs/gpu_lsl runs/gpu_probe; do
+    [ -d "$run" ] || continue
+    mkdir -p "$LOGS/$(basename "$run")"
+    cp "$run"/*.json "$run"/*.jsonl "$run"/*.yaml "$run"/*.txt "$LOGS/$(basename "$run")/" \
+        2>/dev/null || true
+done
+tar -C runs -czf "$OUT/logs.tgz" gpu_logs
+say "winner: ${WINNER:-none}; results in $OUT"
