@@ -119,6 +119,8 @@ def measure(
         **cfg,
         "name": cfg["name"] if len(args.batch_tokens) == 1 else f"{cfg['name']}, {batch_tokens}",
         "batch_tokens": batch_tokens,
+        # what an update held: a batch holds one direction, so --pairs-per-route caps it
+        "tokens_per_update": tokens / args.steps,
         "tgt_tokens_per_s": tokens / seconds,
         "seconds": seconds,
         "tokens": tokens,
@@ -197,6 +199,13 @@ def main() -> int:
             f"{row['last_nll']:.3f})",
             flush=True,
         )
+        if row["tokens_per_update"] < 0.5 * batch_tokens:
+            print(
+                f"warning: updates held {row['tokens_per_update']:.0f} target tokens, not the "
+                f"{batch_tokens} asked: a batch holds one direction's pairs, so raise "
+                "--pairs-per-route",
+                flush=True,
+            )
     if args.device != "cpu" and torch.cuda.is_available():
         machine = torch.cuda.get_device_name()
     else:

@@ -440,6 +440,33 @@ def test_evaluations_without_py3langid_give_no_off_target_rate(toy_data, tmp_pat
     assert "off-target -" in log.getvalue()
 
 
+def test_a_time_limited_run_evaluates_its_last_updates(toy_data, tmp_path):
+    """At ``--time-limit`` the run evaluates where it stopped (between two ``eval_every``), so
+    its last updates can become best.pt: a GPU call or CPU slice keeps what it trained."""
+    data, tok = toy_data
+    out = tmp_path / "run"
+    trainer = Trainer(
+        tiny_recipe(data, tok, max_steps=50, eval_every=1000),
+        out,
+        progress=False,
+        time_limit_s=3600,
+    )
+    real_update, calls = trainer.update, []
+
+    def update(batches, stop_request=False):
+        calls.append(1)
+        if len(calls) == 3:
+            trainer.time_limit_s = 0.0  # the limit is reached after three updates
+        return real_update(batches, stop_request)
+
+    trainer.update = update
+    summary = trainer.run()
+    assert summary["stopped_early"] and summary["step"] == 3
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records if r["kind"] == "eval"] == [3]
+    assert load_checkpoint(out, "best")["step"] == 3
+
+
 def test_slim_checkpoint_keeps_the_model_and_drops_resume_state(tiny_run, tmp_path):
     from training.checkpoint import main as checkpoint_main
 

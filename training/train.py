@@ -5,7 +5,7 @@
     torchrun --nproc_per_node 4 -m training.train --config ... --out ...   # DDP
 
 Options: ``--device auto|cpu|cuda[:i]``, ``--max-steps N``, ``--time-limit MINUTES`` (stop
-and save ``last.pt`` after that much training time), ``--set key.path=value ...`` (recipe
+after that much training time, evaluate there and save ``last.pt``), ``--set key.path=value ...`` (recipe
 overrides, YAML values), ``--no-progress``, ``--token-cache DIR`` / ``--no-token-cache`` (the
 tokenized pairs kept between runs: :mod:`training.token_cache`).
 
@@ -79,7 +79,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=float,
         default=None,
         metavar="MINUTES",
-        help="stop after this much training time, saving last.pt (continue with --resume)",
+        help="stop after this much training time, evaluating there (best.pt if better) and "
+        "saving last.pt (continue with --resume)",
     )
     # extend: `--set a=1 --set b=2` keeps both (the default action kept only the last)
     ap.add_argument("--set", nargs="*", action="extend", default=[], metavar="KEY=VALUE",

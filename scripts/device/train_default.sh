@@ -36,7 +36,11 @@ STOP_MIN=${STOP_MIN:-8.8}       # ... at the latest (a stage that started slowly
 DENSE_SHARE=${DENSE_SHARE:-0.45}  # the scratch arm's share of its minutes for the dense stage
 LOAD_MIN=${LOAD_MIN:-0.8}       # a stage's start before its first update (tokenizing its pairs)
 PROBE_BATCHES=${PROBE_BATCHES:-16384,65536,131072}
-EVAL_S=${EVAL_S:-40}            # about this many seconds of training between dev evaluations
+# A batch holds one direction's pairs: 20,000 a direction let the largest batch fill (with 300,
+# the first call's probe measured 7,000-11,000-token updates whatever it asked)
+PROBE_PAIRS=${PROBE_PAIRS:-20000}
+EVAL_S=${EVAL_S:-90}            # about this many seconds of training between dev evaluations
+# (one takes 10-15 s there; each stage also evaluates where its time limit stops it)
 EVAL_SENTENCES=${EVAL_SENTENCES:-32}
 WARMUP=${WARMUP:-300}           # the dense stage's (the recipe's 800 would be most of it)
 SET=${SET:-}                    # more recipe overrides for every stage
@@ -69,8 +73,8 @@ minutes_left() {  # minutes_left AT [LESS]: minutes from now to AT minutes into 
 # 1. The batch: the smallest within 10 % of the best tokens/s; its updates/s sets how often the
 # arms evaluate (two processes share the chip, hence half).
 "$PY" -m loadtests.bench_training --recipe default_mixed_8-2 --device "$DEVICE" \
-    --configs bf16 --batch-tokens "$PROBE_BATCHES" --steps 8 --warmup 3 --profile \
-    --pairs-per-route 300 --out runs/gpu_probe > $LOGS/probe.txt 2>&1 || cat $LOGS/probe.txt
+    --configs bf16 --batch-tokens "$PROBE_BATCHES" --steps 8 --warmup 5 --profile \
+    --pairs-per-route "$PROBE_PAIRS" --out runs/gpu_probe > $LOGS/probe.txt 2>&1 || cat $LOGS/probe.txt
 picked=$("$PY" - "$EVAL_S" <<'EOF'
 import json, sys
 try:
