@@ -5,9 +5,9 @@
     torchrun --nproc_per_node 4 -m training.train --config ... --out ...   # DDP
 
 Options: ``--device auto|cpu|cuda[:i]``, ``--max-steps N``, ``--time-limit MINUTES`` (stop
-after that much training time, evaluate there and save ``last.pt``), ``--set key.path=value ...`` (recipe
-overrides, YAML values), ``--no-progress``, ``--token-cache DIR`` / ``--no-token-cache`` (the
-tokenized pairs kept between runs: :mod:`training.token_cache`).
+after that much training time, evaluate there and save ``last.pt``), ``--set key.path=value
+...`` (recipe overrides, YAML values), ``--no-progress``, ``--token-cache DIR`` /
+``--no-token-cache`` (the tokenized pairs kept between runs: :mod:`training.token_cache`).
 
 Run directory: ``last.pt`` (full state, exact resume), ``best.pt`` (best dev chrF, weights
 only), ``metrics.jsonl`` (one JSON record per log interval / evaluation), ``metrics.png``
