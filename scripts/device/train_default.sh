@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Issue 50's training call on a lent GPU machine: the default model on the mixed corpus (Bible,
-# software and general text), two ways at once on the one GPU, for the same minutes:
+# software and general text), one or two ways (ARMS) at once on the one GPU, for the same minutes:
 #   continue  the shipped weights (models/default) trained on, with the shipped tokenizer:
 #             stage 3's recipe (training/recipes/default_mixed_8-2.yaml);
 #   scratch   from nothing with a tokenizer trained on the mixed corpus (the kit's): the dense
 #             8-2 for DENSE_SHARE of the time, then the LSL 8-2 from it.
 # First a short probe (loadtests/bench_training.py --device cuda) measures target tokens/s at
-# PROBE_BATCHES: the batch of both arms is the smallest within 10 % of the fastest, so the
+# PROBE_BATCHES: the arms' batch is the smallest within 10 % of the fastest, so the
 # minutes buy as many updates as the chip allows (and the probe says whether a d256 model
 # fills it). The better arm by its best dev chrF (the same dev sample for both: same seed, same
 # EVAL_SENTENCES) comes back as a weights-only bf16 checkpoint in 15 MiB pieces
@@ -44,6 +44,9 @@ EVAL_S=${EVAL_S:-90}            # about this many seconds of training between de
 EVAL_SENTENCES=${EVAL_SENTENCES:-32}
 WARMUP=${WARMUP:-300}           # the dense stage's (the recipe's 800 would be most of it)
 SET=${SET:-}                    # more recipe overrides for every stage
+# The arms: continue alone since the first call measured it far ahead of scratch in the same
+# minutes (docs/training.md, "The first call"); ARMS="continue scratch" compares them again.
+ARMS=${ARMS:-continue}
 : "${OUT:?OUT: where the results go (the device tool sets it)}"
 started=$(date +%s)
 LOGS=runs/gpu_logs  # what comes back beside the weights, as $OUT/logs.tgz
@@ -71,11 +74,11 @@ minutes_left() {  # minutes_left AT [LESS]: minutes from now to AT minutes into 
 }
 
 # 1. The batch: the smallest within 10 % of the best tokens/s; its updates/s sets how often the
-# arms evaluate (two processes share the chip, hence half).
+# arms evaluate (the arms share the chip).
 "$PY" -m loadtests.bench_training --recipe default_mixed_8-2 --device "$DEVICE" \
     --configs bf16 --batch-tokens "$PROBE_BATCHES" --steps 8 --warmup 5 --profile \
     --pairs-per-route "$PROBE_PAIRS" --out runs/gpu_probe > $LOGS/probe.txt 2>&1 || cat $LOGS/probe.txt
-picked=$("$PY" - "$EVAL_S" <<'EOF'
+picked=$("$PY" - "$EVAL_S" "$(wc -w <<< "$ARMS")" <<'EOF'
 import json, sys
 try:
     rows = json.load(open("runs/gpu_probe/results.json"))["results"]
@@ -84,7 +87,8 @@ except (OSError, KeyError, ValueError):
     raise SystemExit
 best = max(r["tgt_tokens_per_s"] for r in rows)
 pick = min((r for r in rows if r["tgt_tokens_per_s"] >= 0.9 * best), key=lambda r: r["batch_tokens"])
-print(pick["batch_tokens"], max(10, round(pick["tgt_tokens_per_s"] / pick["batch_tokens"] / 2 * float(sys.argv[1]))))
+updates_per_s = pick["tgt_tokens_per_s"] / pick["batch_tokens"] / int(sys.argv[2])
+print(pick["batch_tokens"], max(10, round(updates_per_s * float(sys.argv[1]))))
 EOF
 )
 read -r BATCH EVAL_EVERY <<< "$picked"
@@ -108,20 +112,24 @@ dense_end=$("$PY" -c "s = $arms_start / 60; print(round(s + $DENSE_SHARE * ($CAL
 ( sleep "$("$PY" -c "print(max(0, round($STOP_MIN * 60 - ($(date +%s) - $started))))")"
   pkill -TERM -f "training.train" || true ) &
 watchdog_pid=$!
-train continue default_mixed_8-2 "$(minutes_left "$CALL_MIN" "$LOAD_MIN")" &
-continue_pid=$!
-{
-    # no evaluations in the dense stage: the LSL stage starts from its last weights, and a young
-    # model's greedy outputs run to the length limit (25 s an evaluation on the H200, 2026-11-27)
-    train dense default_dense_8-2 "$(minutes_left "$dense_end" "$LOAD_MIN")" \
-        "${scratch_data[@]}" "training.warmup_steps=$WARMUP" "training.eval_every=0"
-    say "scratch: dense stage done"
-    train lsl default_lsl_8-2 "$(minutes_left "$CALL_MIN" "$LOAD_MIN")" \
-        "${scratch_data[@]}" "init_from=runs/gpu_dense/last.pt"
-} &
-scratch_pid=$!
-wait "$continue_pid" || say "the continue arm failed ($LOGS/gpu_continue.log)"
-wait "$scratch_pid" || say "the scratch arm failed ($LOGS/gpu_dense.log, $LOGS/gpu_lsl.log)"
+pids=()
+if [[ " $ARMS " == *" continue "* ]]; then
+    train continue default_mixed_8-2 "$(minutes_left "$CALL_MIN" "$LOAD_MIN")" &
+    pids+=($!)
+fi
+if [[ " $ARMS " == *" scratch "* ]]; then
+    {
+        # no evaluations in the dense stage: the LSL stage starts from its last weights, and a young
+        # model's greedy outputs run to the length limit (25 s an evaluation on the H200, 2026-11-27)
+        train dense default_dense_8-2 "$(minutes_left "$dense_end" "$LOAD_MIN")" \
+            "${scratch_data[@]}" "training.warmup_steps=$WARMUP" "training.eval_every=0"
+        say "scratch: dense stage done"
+        train lsl default_lsl_8-2 "$(minutes_left "$CALL_MIN" "$LOAD_MIN")" \
+            "${scratch_data[@]}" "init_from=runs/gpu_dense/last.pt"
+    } &
+    pids+=($!)
+fi
+for pid in "${pids[@]}"; do wait "$pid" || say "an arm failed (its log: $LOGS/gpu_*.log)"; done
 kill "$watchdog_pid" 2> /dev/null || true
 say "arms done"
 
