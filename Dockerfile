@@ -78,11 +78,13 @@ COPY --from=cluster-build /opt/venv /opt/venv
 COPY models/default ./models/default
 COPY deploy/serve.yaml ./deploy/serve.yaml
 # KubeRay starts Ray in a login shell, whose /etc/profile resets PATH: link the entry points
-# where that PATH looks.
-RUN ln -s /opt/venv/bin/ray /opt/venv/bin/serve /usr/local/bin/
+# where that PATH looks. The config binds loopback (a local run); a container listens on every
+# interface, so the image rewrites that one line (and fails to build if it is not there).
+RUN ln -s /opt/venv/bin/ray /opt/venv/bin/serve /usr/local/bin/ \
+    && sed -i 's/^  host: 127\.0\.0\.1$/  host: 0.0.0.0/' deploy/serve.yaml \
+    && grep -qx '  host: 0.0.0.0' deploy/serve.yaml
 ENV PATH=/opt/venv/bin:$PATH \
-    LSMT_DEFAULT_BUNDLE_DIR=/app/models/default \
-    RAY_SERVE_DEFAULT_HTTP_HOST=0.0.0.0
+    LSMT_DEFAULT_BUNDLE_DIR=/app/models/default
 USER 10001:10001
 # Serve's HTTP proxy. KubeRay replaces the command with `ray start`; alone, the image runs the
 # application on a one-container Ray.

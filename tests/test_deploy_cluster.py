@@ -6,6 +6,7 @@ Dockerfile's ``cluster`` stage. tests/server/test_server_cluster.py runs the app
 from __future__ import annotations
 
 import importlib
+import re
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,9 @@ def _ray_pin() -> str:
 
 def test_serve_config_is_valid_and_its_application_builds():
     config = _serve_config(SERVE_CONFIG.read_text())
+    # a local run (make serve-cluster) listens on loopback only: as Ray reads the file, whose
+    # host would otherwise default to every interface
+    assert config.http_options.host == "127.0.0.1"
     (app,) = config.applications
     module, name = app.import_path.split(":")
     built = getattr(importlib.import_module(module), name)(app.args)
@@ -129,7 +133,12 @@ def test_cluster_image_stage():
     env: dict[str, str] = {}
     for ins in cluster.all("ENV"):
         env.update(ins.env())
-    assert env["RAY_SERVE_DEFAULT_HTTP_HOST"] == "0.0.0.0"
+    # the image listens on every interface: its copy of the config names 0.0.0.0, made by the
+    # stage's own substitution applied to the file as committed
+    (sed,) = re.findall(r"sed -i '(s/.+?/.+?/)' deploy/serve\.yaml", runs)
+    _, pattern, replacement, _ = sed.split("/")
+    image_config = re.sub(pattern, replacement, SERVE_CONFIG.read_text(), flags=re.M)
+    assert _serve_config(image_config).http_options.host == "0.0.0.0"
     copied = {i.args.split()[0] for i in cluster.all("COPY") if "from" not in i.flags}
     assert {"models/default", "deploy/serve.yaml"} <= copied
     assert env["LSMT_DEFAULT_BUNDLE_DIR"] == "/app/models/default"
