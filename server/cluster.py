@@ -333,6 +333,8 @@ class Ingress:
         )
         self.state: AppState = self.asgi.state.lsmt
         self.state.metrics_view = self.metrics_view
+        # Serve's proxy writes X-Request-ID on every response; a second one would repeat it
+        self.state.request_id_header = False
         self.reporting = asyncio.create_task(
             report_forever(hub, self.replica, self.state.metrics.registry)
         )

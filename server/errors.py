@@ -98,12 +98,11 @@ def error_content(path: str, err: ApiError, rid: str) -> dict[str, Any]:
 
 
 def error_response(request: Request, err: ApiError) -> JSONResponse:
+    """The error as JSON; its X-Request-ID header is written by the request middleware, as
+    on every response."""
     rid = request_id_of(request)
-    headers = dict(err.headers)
-    if rid:
-        headers["X-Request-ID"] = rid
     content = error_content(request.url.path, err, rid)
-    return JSONResponse(content, status_code=err.status, headers=headers)
+    return JSONResponse(content, status_code=err.status, headers=dict(err.headers))
 
 
 def _loc(err: dict[str, Any]) -> str:

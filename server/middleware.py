@@ -92,12 +92,15 @@ class _DisconnectWatch:
 
 class _Exchange:
     """One HTTP request as the middleware sees it: its id and path, the watch on its
-    connection, and the answer's side (``send`` adds the request id header and notes the
-    status for the metrics)."""
+    connection, and the answer's side (``send`` adds the request id header, the one place
+    that writes it, and notes the status for the metrics)."""
 
-    def __init__(self, path: str, rid: str, send: Send, watch: _DisconnectWatch) -> None:
+    def __init__(
+        self, path: str, rid: str, send: Send, watch: _DisconnectWatch, rid_header: bool = True
+    ) -> None:
         self.path = path
         self.rid = rid
+        self.rid_header = rid_header  # write X-Request-ID (no proxy in front writes it)
         self._send = send
         self.watch = watch
         self.status = 500  # until the app starts a response
@@ -112,7 +115,7 @@ class _Exchange:
             self.status = message["status"]
             self.started = True
             hdrs = list(message.get("headers", []))
-            if not any(k.lower() == b"x-request-id" for k, _ in hdrs):
+            if self.rid_header:
                 hdrs.append((b"x-request-id", self.rid.encode()))
             if self.replicas:
                 hdrs.append((b"x-lsmt-replica", ",".join(sorted(self.replicas)).encode()))
@@ -150,7 +153,8 @@ class RequestContextMiddleware:
         receive = _with_body_timeout(receive, st.settings.body_read_timeout_s)
         task = asyncio.current_task()
         assert task is not None  # ASGI apps run in a task
-        ex = _Exchange(scope.get("path", ""), rid, send, _DisconnectWatch(receive, task))
+        watch = _DisconnectWatch(receive, task)
+        ex = _Exchange(scope.get("path", ""), rid, send, watch, st.request_id_header)
         SERVED_BY.set(ex.replicas)
         STAGE_SECONDS.set(ex.stage_seconds)
         try:

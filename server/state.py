@@ -49,6 +49,9 @@ class AppState:
     # The /metrics body when it is not this process's registry alone: the cluster ingress's
     # view over every replica (server.cluster_metrics).
     metrics_view: Callable[[], Awaitable[bytes]] | None = None
+    # False where a proxy in front writes X-Request-ID on every response (the cluster: Ray
+    # Serve's, from the request's own header, which the request id is read from here too)
+    request_id_header: bool = True
 
 
 def load_bundles(st: AppState, bundles: list[Any] | None) -> None:

@@ -197,7 +197,12 @@ def test_request_id_is_echoed(client):
         json={"text": EN, "target": "de", "source": "en"},
         headers={"X-Request-ID": "abc-123"},
     )
-    assert r.headers["x-request-id"] == "abc-123" and r.json()["request_id"] == "abc-123"
+    assert r.headers.get_list("x-request-id") == ["abc-123"]  # once
+    assert r.json()["request_id"] == "abc-123"
+    bad = client.post(
+        "/v1/translate", json={"text": EN, "target": "xx"}, headers={"X-Request-ID": "abc-123"}
+    )
+    assert bad.status_code == 400 and bad.headers.get_list("x-request-id") == ["abc-123"]
     r = client.get("/healthz", headers={"X-Request-ID": "bad id with spaces"})
     assert r.headers["x-request-id"] != "bad id with spaces" and len(r.headers["x-request-id"])
 

@@ -8,14 +8,17 @@ from __future__ import annotations
 import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import httpx
 import psutil
 import pytest
 import ray
+import yaml
 from prometheus_client.parser import text_string_to_metric_families
 from ray import serve
+from ray.serve.schema import ServeDeploySchema
 
 from server.bundles import load_served_bundle
 from server.cluster import build_app, largest_engine_bytes
@@ -24,6 +27,7 @@ from server.settings import Settings
 pytestmark = pytest.mark.integration
 
 APP = "lsmt"
+SERVE_CONFIG = Path(__file__).resolve().parents[2] / "deploy" / "serve.yaml"
 # As the single-process servers of these tests run the tiny model (conftest._factory).
 SETTINGS = {
     "device": "cpu",
@@ -67,12 +71,27 @@ def cluster(tiny_bundle):
     port = _free_port()
     c = Cluster(f"http://127.0.0.1:{port}")
     try:
-        serve.start(http_options={"host": "127.0.0.1", "port": port})
+        # the host as deploy/serve.yaml (make serve-cluster) gives it, read as Serve reads it
+        config = ServeDeploySchema.model_validate(yaml.safe_load(SERVE_CONFIG.read_text()))
+        serve.start(http_options={"host": config.http_options.host, "port": port})
         app = build_app({"settings": settings, "translators": 2, "translator_cpus": 0.5})
         serve.run(app, name=APP, route_prefix="/")
         yield c
     finally:
         c.stop()
+
+
+def test_the_proxy_listens_on_loopback_only(cluster):
+    """make serve-cluster's config binds 127.0.0.1: no socket listens on the proxy's port on
+    another address (Serve's own default for a config file is every interface)."""
+    port = int(cluster.url.rsplit(":", 1)[1])
+    assert httpx.get(f"{cluster.url}/readyz", timeout=30).status_code in (200, 503)
+    listening = {
+        c.laddr.ip
+        for c in psutil.net_connections(kind="tcp")
+        if c.status == psutil.CONN_LISTEN and c.laddr.port == port
+    }
+    assert listening == {"127.0.0.1"}
 
 
 def body(text: str, target: str, source: str = "en") -> dict[str, Any]:
@@ -92,6 +111,15 @@ def test_ingress_serves_the_same_api(cluster):
     # a client mistake is answered by the ingress itself, with the single server's error body
     bad = cluster.post(body("Hello.", "xx"))
     assert bad.status_code == 400 and bad.json()["error"]["code"] == "unknown_language"
+    # one request id per response, the client's, as in the body (Serve's proxy writes it)
+    for r in (
+        httpx.post(
+            f"{cluster.url}/v1/translate", json=b, headers={"X-Request-ID": "abc-1"}, timeout=120
+        )
+        for b in (body("Hello.", "de"), body("Hello.", "xx"))
+    ):
+        assert r.headers.get_list("x-request-id") == ["abc-1"], r.headers
+        assert r.json().get("request_id", "abc-1") == "abc-1"
 
 
 def test_a_keys_requests_stay_on_the_replica_that_loaded_it(cluster):
