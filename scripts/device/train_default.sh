@@ -20,11 +20,12 @@
 # CALL_MIN minutes of it to the training, the rest to the start, the probe, saving and packing.
 #
 #   scripts/device/prepare.sh                                       # here, once
-#   device run: bash scripts/device/train_default.sh, carry [".device"], timeout_s 600
+#   device run: bash scripts/device/train_default.sh, carry [".device"], timeout_s 590
 #   A smoke run on a CPU (KIT: the pack and tokenizers without the wheels, which are for the
-#   machine's Python 3.12):
-#   DEVICE=cpu PROBE_BATCHES=1024,2048 CALL_MIN=3 SET="training.max_steps=4" OUT=/tmp/out \
-#       KIT=DIR PY=.venv/bin/python scripts/device/train_default.sh
+#   machine's Python 3.12; one thread per process, or two arms on two cores spin for minutes):
+#   DEVICE=cpu PROBE_BATCHES=1024 PROBE_PAIRS=300 CALL_MIN=1.5 STOP_MIN=2.5 EVAL_SENTENCES=1 \
+#       SET="training.max_steps=3 training.num_threads=1" OUT=/tmp/out KIT=DIR \
+#       PY=.venv/bin/python scripts/device/train_default.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=${PY:-python3}
