@@ -98,16 +98,15 @@ def measure(
     tv = recipe.data.target_vocab.model_copy(update={"restrict_output": cfg["restrict"]})
     recipe = recipe.model_copy(update={"data": recipe.data.model_copy(update={"target_vocab": tv})})
     trainer = Trainer(recipe, out / "run", device=args.device, progress=False)
-    t = recipe.training
     trainer.optimizer, trainer.scheduler = make_optimizer(
         trainer.model, recipe, implementation=cfg["adam"]
     )
     tokens, seconds, losses = 0, 0.0, []
     for i in range(args.warmup + args.steps):
-        batches = [trainer.data.sampler.next_batch() for _ in range(t.accumulation)]
+        batches = next_update_batches(trainer)
         t0 = time.perf_counter()
         stats = trainer.update(batches)
-        if trainer.dist.device.type == "cuda":
+        if on_gpu(trainer):
             torch.cuda.synchronize()
         if i >= args.warmup:
             seconds += time.perf_counter() - t0
@@ -130,24 +129,28 @@ def measure(
     }
 
 
+def next_update_batches(trainer: Trainer) -> list:
+    """The batches of the trainer's next update (one per accumulation step)."""
+    return [trainer.data.sampler.next_batch() for _ in range(trainer.recipe.training.accumulation)]
+
+
+def on_gpu(trainer: Trainer) -> bool:
+    return trainer.dist.device.type == "cuda"
+
+
 def write_profile(trainer: Trainer, path: Path, updates: int = PROFILED_UPDATES) -> None:
     """Where an update's time goes: ``updates`` more updates under torch.profiler, its table
     of operators by total time (CPU and, on a GPU, CUDA) written to ``path``."""
     from torch.profiler import ProfilerActivity, profile
 
-    activities = [ProfilerActivity.CPU]
-    if trainer.dist.device.type == "cuda":
-        activities.append(ProfilerActivity.CUDA)
+    gpu = on_gpu(trainer)
+    activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if gpu else [])]
     with profile(activities=activities) as prof:
         for _ in range(updates):
-            batches = [
-                trainer.data.sampler.next_batch()
-                for _ in range(trainer.recipe.training.accumulation)
-            ]
-            trainer.update(batches)
-        if trainer.dist.device.type == "cuda":
+            trainer.update(next_update_batches(trainer))
+        if gpu:
             torch.cuda.synchronize()
-    sort = "cuda_time_total" if trainer.dist.device.type == "cuda" else "cpu_time_total"
+    sort = "cuda_time_total" if gpu else "cpu_time_total"
     table = prof.key_averages().table(sort_by=sort, row_limit=30)
     path.write_text(f"{updates} updates, sorted by {sort}\n{table}\n")
     print(f"profile of {updates} updates -> {path}", flush=True)

@@ -124,7 +124,7 @@ class Trainer:
         if self.dist.distributed:
             self.model = wrap_ddp(self.model, self.dist, t.ddp_find_unused_parameters)
         self._stop_requested = False
-        self._out_of_time_at: int | None = None  # the step at which --time-limit stopped the run
+        self._time_limit_hit = False  # --time-limit (not a signal) stopped the run
 
     def _build_model(self, initialise: bool) -> nn.Module:
         """The recipe's model on this rank's device, from ``init_from`` when ``initialise``
@@ -372,7 +372,7 @@ class Trainer:
         if not self._stop_requested:
             self.log(f"time limit of {self.time_limit_s:.0f}s reached: stopping, saving last.pt")
             self._stop_requested = True
-            self._out_of_time_at = self.step
+            self._time_limit_hit = True
         return True
 
     def _on_signal(self, signum: int, frame: Any) -> None:
@@ -393,7 +393,7 @@ class Trainer:
         # final evaluation (unless just done) and checkpoint; also at --time-limit, so that a
         # time-limited slice's last updates can become best.pt (not on a signal: stop at once).
         # Rank 0's clock decides for every rank (each evaluates, or none).
-        finished = not stopped or broadcast_from_main(self.dist, self._out_of_time_at == self.step)
+        finished = not stopped or broadcast_from_main(self.dist, self._time_limit_hit)
         if finished and t.eval_every > 0 and self.step % t.eval_every and self.step > start_step:
             self.evaluate()
         if t.save_every <= 0 or self.step % t.save_every != 0 or stopped:

@@ -136,7 +136,7 @@ say "arms done"
 
 # 3. The better arm's best checkpoint comes back.
 WINNER=$("$PY" - <<'EOF'
-import json
+import json, sys
 scores = {}
 for arm, run in (("continue", "runs/gpu_continue"), ("scratch", "runs/gpu_lsl")):
     try:
@@ -145,7 +145,7 @@ for arm, run in (("continue", "runs/gpu_continue"), ("scratch", "runs/gpu_lsl"))
         continue
     if s.get("best_dev_chrf") is not None:
         scores[run] = s["best_dev_chrf"]
-        print(f"{arm}: step {s['step']}, best dev chrF {s['best_dev_chrf']:.2f}", file=__import__("sys").stderr)
+        print(f"{arm}: step {s['step']}, best dev chrF {s['best_dev_chrf']:.2f}", file=sys.stderr)
 print(max(scores, key=scores.get) if scores else "")
 EOF
 )
