@@ -39,7 +39,7 @@ from pathlib import Path
 import httpx
 
 from .results import write_results
-from .run import corpus_sentences, read_stats, run_locust
+from .run import DEFAULT_CORPUS, read_stats, run_locust, traffic_sentences
 from .server_process import ROOT, ServiceProcess, free_port
 
 # torch: the local CPU wheel (never CUDA's); spaCy: the packages' offline sentence splitter,
@@ -53,7 +53,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     p.add_argument("--bundle", type=Path, default=ROOT / "models" / "default")
     p.add_argument("--routes", help="comma-separated SRC-TGT (default: every route)")
-    p.add_argument("--corpus", type=Path, default=ROOT / "data" / "default_mixed" / "corpus")
+    p.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
     p.add_argument("--per-language", type=int, default=60, help="held-out sentences")
     p.add_argument("--compare", type=int, default=10, help="sentences per route compared")
     p.add_argument("--rate", type=float, default=4.0, help="offered requests/s (fixed rate)")
@@ -185,7 +185,13 @@ def main(argv: list[str] | None = None) -> dict:
     routes = [tuple(r.split("-")) for r in chosen]
     route_list = ",".join(chosen)
     languages = sorted({lang for r in routes for lang in r})
-    sentences = corpus_sentences(args.corpus, "test", args.per_language)
+    sentences, source = traffic_sentences(args.corpus, "test", args.per_language)
+    missing = [lang for lang in languages if not sentences.get(lang)]
+    if missing:
+        raise SystemExit(
+            f"no traffic sentences for {', '.join(missing)} in {source}: pass --corpus, a "
+            "corpus built with those languages (python -m training.data build), or --routes"
+        )
     sentences = {lang: sentences[lang] for lang in languages}
     (args.out / "traffic.json").write_text(json.dumps({"sentences": sentences}) + "\n")
     packages = args.out / "packages"
@@ -202,6 +208,7 @@ def main(argv: list[str] | None = None) -> dict:
         "machine": {"processor": platform.processor(), "cpu_count": os.cpu_count()},
         "routes": [f"{s}-{t}" for s, t in routes],
         "rate_rps": args.rate,
+        "sentences": source,
     }
     servers = {
         "lsmt": lambda: lsmt_server(args.bundle),

@@ -5,7 +5,8 @@
     python -m loadtests.run --url http://127.0.0.1:8000 ...
 
 Traffic (loadtests/locustfile.py): sentences of the corpus's held-out test split
-(``--corpus``, default data/default/corpus; without it the locustfile's English sentences),
+(``--corpus``, default data/default_mixed/corpus, the default model's; without a built corpus,
+the committed NTREX-128 news sentences),
 every route of the server with Zipf-like popularity, single texts and small lists, some
 ``auto`` sources. The server it starts gets a small engine budget (``--device-budget-mb``)
 so that lazy loading and eviction happen under load.
@@ -32,6 +33,8 @@ from .server_process import ROOT, ServerProcess, metric_sum
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 MAX_CHARS = 300  # longer verses make a few requests far slower than the rest
+# the default model's corpus (make default-model builds it)
+DEFAULT_CORPUS = ROOT / "data" / "default_mixed" / "corpus"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -45,7 +48,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--users", type=int, default=16)
     p.add_argument("--spawn-rate", type=float, default=8.0)
     p.add_argument("--duration", default="60s", help="locust's --run-time (e.g. 60s, 2m)")
-    p.add_argument("--corpus", type=Path, default=ROOT / "data" / "default" / "corpus")
+    p.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
     p.add_argument("--split", default="test", help="corpus split of the sentences")
     p.add_argument("--per-language", type=int, default=300, help="sentences per language")
     p.add_argument("--zipf", type=float, default=1.0, help="route popularity exponent")
@@ -85,25 +88,37 @@ def corpus_sentences(corpus: Path, split: str, per_language: int) -> dict[str, l
     return {lang: list(s) for lang, s in sorted(out.items()) if s}
 
 
+def traffic_sentences(
+    corpus: Path, split: str, per_language: int
+) -> tuple[dict[str, list[str]], str]:
+    """Source sentences per language for the load, and where they come from: the corpus
+    split's when one was built, else NTREX-128's news sentences (committed), so that a fresh
+    clone runs without building a corpus."""
+    if (corpus / split).is_dir():
+        return corpus_sentences(corpus, split, per_language), f"{corpus} ({split} split)"
+    from training.data.testsets import NTREX_FILES, ntrex_lines
+
+    print(f"no corpus split at {corpus / split}: NTREX-128 news sentences instead")
+    sentences = {
+        lang: [s for s in ntrex_lines(lang) if len(s) <= MAX_CHARS][:per_language]
+        for lang in sorted(NTREX_FILES)
+    }
+    return sentences, "NTREX-128 (training/data/ntrex128)"
+
+
 def write_traffic(args: argparse.Namespace, out: Path) -> dict:
-    """The locustfile's environment; the sentences go to ``traffic.json`` when a corpus is
-    there, else the locustfile's own English sentences are used."""
+    """The locustfile's environment, with the sentences in ``out/traffic.json``."""
     env = {
         "LSMT_LOCUST_ZIPF": str(args.zipf),
         "LSMT_LOCUST_AUTO": str(args.auto),
     }
     if args.beam:
         env["LSMT_LOCUST_BEAM"] = str(args.beam)
-    if (args.corpus / args.split).is_dir():
-        sentences = corpus_sentences(args.corpus, args.split, args.per_language)
-        path = out / "traffic.json"
-        path.write_text(json.dumps({"sentences": sentences}, ensure_ascii=False) + "\n")
-        env["LSMT_LOCUST_TRAFFIC"] = str(path)
-        source = f"{args.corpus} ({args.split} split)"
-        counts = {k: len(v) for k, v in sentences.items()}
-    else:
-        print(f"no corpus split at {args.corpus / args.split}: built-in English sentences")
-        source, counts = "built-in English sentences", {"en": None}
+    sentences, source = traffic_sentences(args.corpus, args.split, args.per_language)
+    path = out / "traffic.json"
+    path.write_text(json.dumps({"sentences": sentences}, ensure_ascii=False) + "\n")
+    env["LSMT_LOCUST_TRAFFIC"] = str(path)
+    counts = {k: len(v) for k, v in sentences.items()}
     return {"env": env, "sentences": source, "sentences_per_language": counts}
 
 

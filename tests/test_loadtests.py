@@ -284,6 +284,23 @@ def test_locust_libretranslate_mode_at_a_fixed_rate(quick_models, small_corpus, 
     assert stats["requests_per_s"] <= 2.5  # 2 users x 1 request/s, not as fast as possible
 
 
+def test_traffic_comes_from_ntrex_when_no_corpus_was_built(small_corpus, tmp_path):
+    """A fresh clone has no corpus: the load runs' traffic falls back to the committed NTREX
+    sentences (within the length cap), and a built corpus's split is used when there is one."""
+    from loadtests.run import MAX_CHARS, traffic_sentences
+    from training.data.testsets import NTREX_FILES, ntrex_lines
+
+    sentences, source = traffic_sentences(tmp_path / "no-corpus", "test", 50)
+    assert "NTREX-128" in source
+    assert set(sentences) == set(NTREX_FILES)
+    for lang, lines in sentences.items():
+        assert len(lines) == 50 and all(len(s) <= MAX_CHARS for s in lines)
+        assert set(lines) <= set(ntrex_lines(lang))
+    built, source = traffic_sentences(small_corpus, "test", 20)
+    assert str(small_corpus) in source and set(built) == {"de", "en", "zh"}
+    assert not set(built["en"]) & set(ntrex_lines("en"))
+
+
 def test_peer_agreement_counts_identical_outputs():
     from loadtests.peer import agreement
 
