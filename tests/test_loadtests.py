@@ -356,3 +356,55 @@ def test_eviction_churn_fails_on_growing_memory_or_a_lost_request():
     failed = {c["check"] for c in judge(flat, lost, args, engines=2) if not c["passed"]}
     assert failed == {"every request answered"}
     assert not judge(flat, [], args, engines=6)[2]["passed"]  # 6 loads: nothing reloaded
+
+
+def test_soak_short_run_answers_everything_and_records_each_interval(tmp_path):
+    """The soak run's short mode on the default model: mixed traffic with a limited key,
+    documents and a reload half-way, through a budget that evicts; no error, the limit met,
+    a sample per interval with the process's resources; JSON, CSV and plot saved. (Flatness
+    and drift are judged, not asserted: over seconds they measure the warm-up.)"""
+    from loadtests import soak
+
+    out = tmp_path / "soak"
+    args = ["--duration", "24s", "--interval", "4", "--warmup", "4s", "--users", "3",
+            "--limited-rpm", "6", "--out", str(out)]  # fmt: skip
+    result = soak.main(args)
+    passed = {c["check"]: c["passed"] for c in result["checks"]}
+    for check in ("no errors", "the limited key was limited", "engines evicted and loaded again",
+                  "reload in the middle answered"):  # fmt: skip
+        assert passed[check], result["checks"]
+    assert not result["errors"]
+    samples = result["samples"]
+    assert len(samples) == 6 and sum(s["requests"] for s in samples) == result["requests"]
+    assert all(s["server_rss"] > 0 and s["threads"] > 0 and s["open_fds"] > 0 for s in samples)
+    assert result["reload"]["at_s"] >= 12 and '"status":"unchanged"' in result["reload"]["body"]
+    assert json.loads((out / "soak.json").read_text())["requests"] == result["requests"]
+    with open(out / "soak.csv") as f:
+        assert len(list(csv.DictReader(f))) == 6
+    _png(out / "soak.png")
+
+
+def test_soak_judges_growth_drift_and_errors():
+    from argparse import Namespace
+
+    from loadtests.soak import judge
+
+    def sample(t: float, rss: int = 300, p95: float = 200.0, errors: int = 0) -> dict:
+        return {"elapsed_s": t, "requests": 10, "errors": errors, "limited": 1, "p50_ms": 100.0,
+                "p95_ms": p95, "server_rss": rss, "threads": 20, "open_fds": 30,
+                "engine_loads": 5.0, "engine_evictions": 3.0}  # fmt: skip
+
+    args = Namespace(warmup=10, flat=0.05, drift=0.10)
+    reload = {"at_s": 30, "status": 200}
+    steady = [sample(t) for t in range(0, 70, 10)]
+    assert all(c["passed"] for c in judge(steady, reload, args))
+    leaking = [sample(t, rss=300 + t) for t in range(0, 70, 10)]  # 310 early, 360 late
+    failed = {c["check"] for c in judge(leaking, reload, args) if not c["passed"]}
+    assert failed == {"server_rss flat after the warm-up"}
+    drifting = [sample(t, p95=200 + 2 * t) for t in range(0, 70, 10)]
+    failed = {c["check"] for c in judge(drifting, reload, args) if not c["passed"]}
+    assert failed == {"p95 drift"}
+    erring = [*steady[:-1], sample(60, errors=1)]
+    failed = {c["check"] for c in judge(erring, {"at_s": 30, "status": 503}, args)
+              if not c["passed"]}  # fmt: skip
+    assert failed == {"no errors", "reload in the middle answered"}
