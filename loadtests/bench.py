@@ -594,6 +594,9 @@ def _lazy_env(args, warmup: str, engine_cache: Path | None = None) -> dict[str, 
     }
     if engine_cache is not None:
         env["LSMT_ENGINE_CACHE_DIR"] = str(engine_cache)
+        # a miss must stay a miss: no background fill (server/cache_fill.py), whose result is
+        # what the hit rows measure
+        env["LSMT_ENGINE_CACHE_FILL"] = "false"
     return env
 
 

@@ -1,8 +1,9 @@
 """Built engines kept on disk, so that a route's next cold start loads instead of assembling.
 
 An entry is an engine directory (CTranslate2's, or a hybrid engine's: ``lsmt_bundle.engines``)
-named by the digest of everything it is built from: the route, the SHA-256 the manifest
-records for each module the route reads and for the tokenizers, the manifest's architecture,
+named by the digest of everything it is built from: the SHA-256 the manifest records for each
+module the route reads and for the tokenizers (and which one is the source's and the
+target's; routes that share an engine share its entry), the manifest's architecture,
 fusions and tag scheme, the quantization, the CTranslate2 (for a hybrid also ONNX Runtime)
 version and the source of this package (assembly code that changes cannot serve engines
 built by the old one). A module changed on disk has another digest, so an engine
@@ -75,7 +76,9 @@ def _code_digest() -> str:
 
 
 def engine_key(bundle: Bundle, src: str, tgt: str, quantization: str | None) -> str | None:
-    """The cache key of the route's engine; None when the bundle records no digests."""
+    """The cache key of the route's engine; None when the bundle records no digests. Routes
+    that share an engine (the same modules, and the same tokenizers in the same roles) share
+    its entry: the key names what the engine is built from, not the route."""
     import ctranslate2
 
     manifest = bundle.manifest
@@ -87,7 +90,7 @@ def engine_key(bundle: Bundle, src: str, tgt: str, quantization: str | None) -> 
     if any(d is None for d in digests):
         return None
     parts = {
-        "route": [src, tgt],
+        "tokenizers": {"source": tokenizers[0], "target": tokenizers[1]},
         "files": {rel: d.sha256 for rel, d in zip(files, digests, strict=True) if d},
         "layout": manifest.model_dump(
             mode="json", include={"architecture", "fusions", "tag_scheme", "store_dtype"}
@@ -99,7 +102,7 @@ def engine_key(bundle: Bundle, src: str, tgt: str, quantization: str | None) -> 
     if manifest.architecture.decoder_kind == "lstm":  # a hybrid's decoder graphs: ONNX Runtime's
         parts["onnxruntime"] = _onnxruntime_version()
     blob = json.dumps(parts, sort_keys=True).encode()
-    return f"{bundle.name}-{src}-{tgt}-{hashlib.sha256(blob).hexdigest()[:32]}"
+    return f"{bundle.name}-{hashlib.sha256(blob).hexdigest()[:32]}"
 
 
 def _onnxruntime_version() -> str:

@@ -20,6 +20,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from .auth import require_api_key
+from .cache_fill import start_cache_fill, stop_cache_fill
 from .decoders import Decoders, LocalDecoders
 from .engines import EngineRegistry, Loader
 from .errors import install_error_handlers
@@ -70,6 +71,7 @@ def _lifespan(
         st.service = TranslationService(settings, st.metrics, st.bundles, engines)
         st.warmup_routes = warmup_plan(st)
         st.warmup_task = asyncio.create_task(warm_up(st))
+        start_cache_fill(st)
         log.info(
             "serving %d bundle(s) on %s (%s, inter %d, intra %d, budget %d bytes)",
             len(st.bundles),
@@ -86,6 +88,7 @@ def _lifespan(
                 st.warmup_task.cancel()
                 with contextlib.suppress(BaseException):
                     await st.warmup_task
+            await stop_cache_fill(st)
             await st.service.close()
             if st.registry is not None:
                 await st.registry.close()

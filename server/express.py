@@ -125,4 +125,4 @@ def lower_this_thread(nice: int) -> None:
     try:
         os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + nice))
     except OSError as exc:
-        log.warning("bulk engine threads keep their priority: setpriority failed (%s)", exc)
+        log.warning("thread %s keeps its priority: setpriority failed (%s)", tid, exc)

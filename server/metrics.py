@@ -205,6 +205,13 @@ class Metrics:
             ["reason"],
             registry=r,
         )
+        self.engine_cache_fills = Counter(
+            "lsmt_engine_cache_fills",
+            "Engines the background fill of the engine cache visited (server.cache_fill): "
+            "built (stored now), present (there already) or failed.",
+            ["outcome"],
+            registry=r,
+        )
 
     def _create_known_series(self) -> None:
         """Every series with a known label set exists from the start (at zero), so a
@@ -231,6 +238,8 @@ class Metrics:
             self.caller_characters.labels(kind)
         for reason in CACHE_ERRORS:
             self.engine_cache_errors.labels(reason)
+        for outcome in ("built", "present", "failed"):
+            self.engine_cache_fills.labels(outcome)
 
     def init_engine(self, key: str) -> None:
         """Create an engine's series at zero (engine keys are known once bundles are open)."""

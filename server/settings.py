@@ -75,6 +75,12 @@ class Settings(BaseSettings):
         "(lsmt_bundle.engine_cache); unset: every cold start assembles.",
     )
     engine_cache_bytes: int = Field(4 * GiB, ge=0, description="Bound of the engine cache.")
+    engine_cache_fill: bool = Field(
+        True,
+        description="With an engine cache: after start and after a reload, build every engine "
+        "the cache lacks, one at a time at the lowest CPU priority (server.cache_fill), so "
+        "that a route's first request loads instead of assembling.",
+    )
     load_workers: int = Field(2, ge=1, description="Threads assembling/loading engines.")
     load_retry_initial_s: float = Field(
         5.0, ge=0, description="First retry delay after a failed engine load (doubles)."

@@ -41,6 +41,7 @@ class AppState:
     warmup_done: bool = False
     warmup_errors: dict[str, str] = field(default_factory=dict)
     warmup_task: asyncio.Task[None] | None = None
+    cache_fill_task: asyncio.Task[None] | None = None  # server.cache_fill
     started_at: float = field(default_factory=time.time)
     http_in_flight: int = 0  # requests inside the app (the batchers' early-dispatch hint)
     reload_lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # one reload at a time

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
 from ..auth import check_key, key_from_request
+from ..cache_fill import start_cache_fill
 from ..dependencies import StateDep, get_state
 from ..errors import ApiError
 from ..reload import reload_bundles
@@ -39,6 +40,8 @@ async def reload(st: StateDep) -> JSONResponse:
     damaged is refused whole: the version being served stays). The body is a ReloadResponse;
     answered as a JSONResponse for its status code."""
     outcomes = await reload_bundles(st)
+    if any(o.status not in ("unchanged", "refused") for o in outcomes):
+        start_cache_fill(st)  # the engines of what changed, before they are asked for
     refused = any(o.status == "refused" for o in outcomes)
     body = ReloadResponse(bundles=outcomes)
     return JSONResponse(body.model_dump(), status_code=409 if refused else 200)

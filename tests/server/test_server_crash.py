@@ -259,7 +259,8 @@ def test_a_full_engine_cache_is_skipped_with_a_warning_and_a_metric(
         return real_open(file, mode, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "open", open_on_a_full_disk)
-    server = make_server(engine_cache_dir=cache_dir)
+    # (the background fill would count an error of its own: tests/server/test_server_cache_fill.py)
+    server = make_server(engine_cache_dir=cache_dir, engine_cache_fill=False)
     served_without_the_cache(server, "full", caplog)
     assert list(cache_dir.iterdir()) == []  # what was begun, removed
 
@@ -275,7 +276,7 @@ def test_an_unwritable_engine_cache_is_skipped_with_a_warning_and_a_metric(
     else:
         cache_dir = tmp_path / "cache"
         cache_dir.mkdir(mode=0o555)
-    server = make_server(engine_cache_dir=cache_dir)
+    server = make_server(engine_cache_dir=cache_dir, engine_cache_fill=False)
     served_without_the_cache(server, "unwritable", caplog)
 
 

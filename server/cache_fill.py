@@ -1,0 +1,104 @@
+"""The engine cache filled in the background, so that a route's first request loads a built
+engine instead of assembling one (issue 49: a cold route's first request).
+
+With an engine cache (``LSMT_ENGINE_CACHE_DIR``) and ``engine_cache_fill`` on, after the
+warm-up (and again after a reload) every engine of the served bundles that the cache lacks is
+built and stored (``lsmt_bundle.engine_cache.fill_entry``: what ``python -m model_export
+build-engines --cache`` does offline), one at a time on one thread at the lowest CPU priority,
+so that requests come first. Nothing is loaded: the registry loads a route's engine when the
+route is asked for, as before, from the cache. Each engine's outcome is counted in
+``lsmt_engine_cache_fills_total`` (built, present, failed). A cache that cannot take an
+engine (disk full, read-only) ends the fill with a warning, counted as the cache's error; a
+bundle without recorded file digests is not cacheable and is passed over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from .engines import engine_cache
+from .express import PER_THREAD_NICE, lower_this_thread
+from .state import AppState
+
+log = logging.getLogger("server")
+
+
+def start_cache_fill(st: AppState) -> None:
+    """Start a fill pass in the background (after the one running, if any)."""
+    if engine_cache(st.settings) is None or not st.settings.engine_cache_fill:
+        return
+    previous = st.cache_fill_task
+    st.cache_fill_task = asyncio.create_task(_after(previous, st))
+
+
+async def stop_cache_fill(st: AppState) -> None:
+    task = st.cache_fill_task
+    if task is not None and not task.done():
+        task.cancel()
+        with contextlib.suppress(BaseException):
+            await task
+
+
+async def _after(previous: asyncio.Task[None] | None, st: AppState) -> None:
+    for task in (previous, st.warmup_task):  # the warm-up's loads come first
+        if task is not None:
+            await asyncio.wait({task})
+    await fill_engine_cache(st)
+
+
+def _lowest_priority() -> None:
+    if PER_THREAD_NICE:
+        lower_this_thread(19)
+
+
+async def fill_engine_cache(st: AppState) -> dict[str, int]:
+    """One pass over the served bundles' engines; the count of each outcome."""
+    from lsmt_bundle.ct2 import saved_quantization
+    from lsmt_bundle.engine_cache import engine_key, fill_entry
+
+    cache = engine_cache(st.settings)
+    quantization = saved_quantization(st.settings.resolved_compute_type)
+    counts = dict.fromkeys(("built", "present", "failed"), 0)
+    loop = asyncio.get_running_loop()
+    started = time.perf_counter()
+    pool = ThreadPoolExecutor(1, "lsmt-cache-fill", initializer=_lowest_priority)
+    try:
+        for served in list(st.bundles):
+            seen: set[str] = set()  # routes that share an engine share its entry
+            for src, tgt in served.routes:
+                key = engine_key(served.bundle, src, tgt, quantization)
+                if key is None:  # no digests recorded: nothing of this bundle is cacheable
+                    log.info("engine cache fill passes over bundle %s (no digests)", served.name)
+                    break
+                if key in seen:
+                    continue
+                seen.add(key)
+                try:
+                    _, present = await loop.run_in_executor(
+                        pool, fill_entry, cache, served.bundle, src, tgt, quantization
+                    )
+                except OSError as exc:
+                    cache.skipped(exc)  # warned and counted there
+                    log.warning("engine cache fill stopped: %s", exc)
+                    return counts
+                except Exception:
+                    log.exception("engine cache fill: %s-%s (%s) failed", src, tgt, served.name)
+                    outcome = "failed"
+                else:
+                    outcome = "present" if present else "built"
+                counts[outcome] += 1
+                st.metrics.engine_cache_fills.labels(outcome).inc()
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+    log.info(
+        "engine cache filled in %.1f s: %d built, %d there already, %d failed",
+        time.perf_counter() - started,
+        counts["built"],
+        counts["present"],
+        counts["failed"],
+    )
+    return counts
