@@ -7,7 +7,10 @@ LibreTranslate (the registry's ``libretranslate``, installed by this script into
 of its own, ``--venv``) serves the bundle's routes exported as Argos Translate packages
 (``python -m model_export argos``), offline; LSMT serves the bundle. Both decode greedily
 with int8 CTranslate2 engines and the same threads (2 translations in parallel, one thread
-each); LSMT without its repetition guards and output checks, which LibreTranslate lacks. One
+each); LSMT without its repetition guards and output checks, which LibreTranslate lacks, and
+with an engine cache (a fresh one in ``--out``) that it fills in the background after start
+(``server/cache_fill.py``; measured once the fill is done, as a deployment's traffic would
+find it; ``--no-engine-cache`` assembles each route on its first request instead). One
 server runs at a time, each through its own ``POST /translate`` (LibreTranslate's API,
 which LSMT also answers) with the same locust traffic (``LSMT_LOCUST_MODE=libretranslate``:
 held-out sentences and two-sentence paragraphs, Zipf-popular routes):
@@ -29,6 +32,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import time
@@ -40,7 +44,7 @@ import httpx
 
 from .results import write_results
 from .run import DEFAULT_CORPUS, read_stats, run_locust, traffic_sentences
-from .server_process import ROOT, ServiceProcess, free_port
+from .server_process import ROOT, ServiceProcess, free_port, metric_sum
 
 # torch: the local CPU wheel (never CUDA's); spaCy: the packages' offline sentence splitter,
 # which LibreTranslate's argostranslate fork does not install itself
@@ -63,6 +67,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--step-users", default="1,2,4,8")
     p.add_argument("--step-duration", default="30s")
     p.add_argument("--venv", type=Path, default=ROOT / "runs" / "peer-venv")
+    p.add_argument(
+        "--no-engine-cache",
+        dest="engine_cache",
+        action="store_false",
+        help="LSMT without an engine cache (each route assembled on its first request)",
+    )
     p.add_argument("--out", type=Path, default=ROOT / "runs" / "peer")
     return p.parse_args(argv)
 
@@ -88,7 +98,7 @@ def translate(url: str, text: str, src: str, tgt: str) -> tuple[str, float]:
     return r.json()["translatedText"], time.perf_counter() - t0
 
 
-def lsmt_server(bundle: Path) -> ServiceProcess:
+def lsmt_server(bundle: Path, engine_cache: Path | None) -> ServiceProcess:
     port = free_port()
     env = {
         "LSMT_DEVICE": "cpu",
@@ -101,8 +111,21 @@ def lsmt_server(bundle: Path) -> ServiceProcess:
         "LSMT_OUTPUT_CHECKS": "false",
         "LSMT_LOG_LEVEL": "warning",
     }
+    if engine_cache is not None:
+        shutil.rmtree(engine_cache, ignore_errors=True)  # filled by this run's server
+        env["LSMT_ENGINE_CACHE_DIR"] = str(engine_cache)
     cmd = [sys.executable, "-m", "server", str(bundle), "--port", str(port)]
     return ServiceProcess(cmd, port, "/readyz", env, name="lsmt")
+
+
+def wait_for_cache_fill(url: str, engines: int, timeout: float = 600.0) -> float:
+    """Seconds until the server's background fill has visited ``engines`` engines."""
+    t0 = time.perf_counter()
+    while metric_sum(url, "lsmt_engine_cache_fills_total") < engines:
+        if time.perf_counter() - t0 > timeout:
+            raise RuntimeError(f"the engine cache fill did not end in {timeout:.0f} s")
+        time.sleep(0.5)
+    return time.perf_counter() - t0
 
 
 def libretranslate_server(python: Path, home: Path, languages: list[str]) -> ServiceProcess:
@@ -142,11 +165,19 @@ def install_packages(python: Path, home: Path, packages: list[Path]) -> None:
     subprocess.run([str(python), "-c", code, *map(str, packages)], env=env, check=True)
 
 
-def measure(start: Callable[[], ServiceProcess], args, routes, sentences, prefix: Path) -> dict:
+def measure(
+    start: Callable[[], ServiceProcess],
+    settle: Callable[[ServiceProcess], dict],
+    args,
+    routes,
+    sentences,
+    prefix: Path,
+) -> dict:
     """Start-up, memory, a cold route, fixed-rate latency, throughput under the p95 target,
-    and every held-out sentence's output."""
+    and every held-out sentence's output; ``settle`` runs first (what it returns is kept)."""
     with start() as peer:
-        out: dict = {"startup_s": peer.startup_s, "rss_idle_bytes": peer.rss_bytes()}
+        out: dict = {"startup_s": peer.startup_s, **settle(peer)}
+        out["rss_idle_bytes"] = peer.rss_bytes()
         src, tgt = routes[-1]  # least popular in the traffic: not used yet
         _, out["cold_first_request_s"] = translate(peer.url, sentences[src][0], src, tgt)
         _, out["warm_request_s"] = translate(peer.url, sentences[src][1], src, tgt)
@@ -210,13 +241,24 @@ def main(argv: list[str] | None = None) -> dict:
         "rate_rps": args.rate,
         "sentences": source,
     }
+    engines = len({bundle.engine_key(s, t) for s, t in bundle.routes})
+
+    def lsmt_settle(server: ServiceProcess) -> dict:
+        if not args.engine_cache:
+            return {"engine_cache": False}
+        return {"engine_cache": True, "cache_fill_s": wait_for_cache_fill(server.url, engines)}
+
+    cache = args.out / "lsmt-engine-cache" if args.engine_cache else None
     servers = {
-        "lsmt": lambda: lsmt_server(args.bundle),
-        "libretranslate": lambda: libretranslate_server(python, home, languages),
+        "lsmt": (lambda: lsmt_server(args.bundle, cache), lsmt_settle),
+        "libretranslate": (
+            lambda: libretranslate_server(python, home, languages),
+            lambda server: {},
+        ),
     }
-    for name, start in servers.items():  # one after the other
+    for name, (start, settle) in servers.items():  # one after the other
         print(f"measuring {name}", flush=True)
-        result[name] = measure(start, args, routes, sentences, args.out / name)
+        result[name] = measure(start, settle, args, routes, sentences, args.out / name)
     result["agreement"] = agreement(result["lsmt"]["outputs"], result["libretranslate"]["outputs"])
     rows = table(result, args.p95_target_ms)
     write_results(args.out, result, rows)

@@ -19,10 +19,15 @@ import contextlib
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 from .engines import engine_cache
 from .express import PER_THREAD_NICE, lower_this_thread
 from .state import AppState
+
+if TYPE_CHECKING:
+    from lsmt_bundle.bundle import Bundle
+    from lsmt_bundle.engine_cache import EngineCache
 
 log = logging.getLogger("server")
 
@@ -50,6 +55,17 @@ async def _after(previous: asyncio.Task[None] | None, st: AppState) -> None:
     await fill_engine_cache(st)
 
 
+def _fill(cache: EngineCache, bundle: Bundle, src: str, tgt: str, quantization: str | None) -> bool:
+    """The route's engine into the cache (in the fill's thread); whether it was there."""
+    from lsmt_bundle.engine_cache import fill_entry
+    from lsmt_bundle.engines import return_freed_memory
+
+    _, present = fill_entry(cache, bundle, src, tgt, quantization)
+    if not present:
+        return_freed_memory()  # what the assembly freed, back to the system
+    return present
+
+
 def _lowest_priority() -> None:
     if PER_THREAD_NICE:
         lower_this_thread(19)
@@ -58,7 +74,7 @@ def _lowest_priority() -> None:
 async def fill_engine_cache(st: AppState) -> dict[str, int]:
     """One pass over the served bundles' engines; the count of each outcome."""
     from lsmt_bundle.ct2 import saved_quantization
-    from lsmt_bundle.engine_cache import engine_key, fill_entry
+    from lsmt_bundle.engine_cache import engine_key
 
     cache = engine_cache(st.settings)
     quantization = saved_quantization(st.settings.resolved_compute_type)
@@ -78,8 +94,8 @@ async def fill_engine_cache(st: AppState) -> dict[str, int]:
                     continue
                 seen.add(key)
                 try:
-                    _, present = await loop.run_in_executor(
-                        pool, fill_entry, cache, served.bundle, src, tgt, quantization
+                    present = await loop.run_in_executor(
+                        pool, _fill, cache, served.bundle, src, tgt, quantization
                     )
                 except OSError as exc:
                     cache.skipped(exc)  # warned and counted there
