@@ -33,10 +33,13 @@ log = logging.getLogger("server")
 
 
 def start_cache_fill(st: AppState) -> None:
-    """Start a fill pass in the background (after the one running, if any)."""
+    """Start a fill pass in the background; one still running is cancelled first (a pass
+    covers every served bundle: what that one built is found there)."""
     if engine_cache(st.settings) is None or not st.settings.engine_cache_fill:
         return
     previous = st.cache_fill_task
+    if previous is not None:
+        previous.cancel()
     st.cache_fill_task = asyncio.create_task(_after(previous, st))
 
 
@@ -49,7 +52,7 @@ async def stop_cache_fill(st: AppState) -> None:
 
 
 async def _after(previous: asyncio.Task[None] | None, st: AppState) -> None:
-    for task in (previous, st.warmup_task):  # the warm-up's loads come first
+    for task in (previous, st.warmup_task):  # its end; and the warm-up's loads come first
         if task is not None:
             await asyncio.wait({task})
     await fill_engine_cache(st)

@@ -1,16 +1,21 @@
 """The engine cache filled in the background (server.cache_fill): after start, every engine of
 the bundle is built into the cache without being loaded, so that a route's first request
-loads it without assembling; a second server on the same cache finds them all; the fill is
-off without a cache or when turned off, and a cache that cannot take an engine ends the fill
-while requests are still answered."""
+loads it without assembling; a second server on the same cache finds them all; a reload that
+adds a language fills its engines; the fill is off without a cache or when turned off, and a
+cache that cannot take an engine ends the fill while requests are still answered."""
 
 from __future__ import annotations
 
+import shutil
 import time
 
 import httpx
+import pytest
 
 from loadtests.server_process import metric_sum
+from model_export.__main__ import main as model_export_main
+
+pytestmark = pytest.mark.integration
 
 BODY = {"text": "And Jesus said unto them, Follow me.", "source": "en", "beam_size": 1}
 
@@ -74,3 +79,21 @@ def test_a_cache_that_cannot_take_engines_ends_the_fill_and_requests_are_answere
     assert metric_sum(srv.url, "lsmt_engine_cache_errors_total", reason="unwritable") == 1
     r = httpx.post(f"{srv.url}/v1/translate", json={**BODY, "target": "fr"})
     assert r.status_code == 200, r.text
+
+
+@pytest.mark.slow
+def test_a_reload_that_adds_a_language_fills_its_engines(added_language, make_server, tmp_path):
+    _, add, exported = added_language
+    bundle, cache = tmp_path / "bundle", tmp_path / "cache"
+    shutil.copytree(exported, bundle)
+    srv = make_server(bundle_dirs=[bundle], admin_keys=["admin"], engine_cache_dir=cache)
+    fill_done(srv)
+    before = fills(srv, "built")
+    model_export_main(["add-language", str(bundle), "--from", str(add), "--which", "last"])
+    r = httpx.post(f"{srv.url}/v1/admin/reload", headers={"Authorization": "Bearer admin"})
+    assert r.status_code == 200 and r.json()["bundles"][0]["status"] == "reloaded", r.text
+    fill_done(srv)
+    engines = len(set(srv.state.bundles[0].engine_keys))
+    assert fills(srv, "built") > before
+    assert fills(srv, "built") + fills(srv, "present") - before == engines
+    assert len([p for p in cache.iterdir() if not p.name.startswith(".")]) >= engines
