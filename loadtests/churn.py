@@ -29,7 +29,7 @@ from pathlib import Path
 
 import httpx
 
-from loadtests.results import write_results
+from loadtests.results import print_checks, write_results
 from loadtests.server_process import ServerProcess, metric_sum
 
 MiB = 1 << 20
@@ -226,8 +226,7 @@ def plot(result: dict, out: Path) -> Path:
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     result = churn(args)
-    for c in result["checks"]:
-        print(f"{'PASS' if c['passed'] else 'FAIL'}  {c['check']}: {c['detail']}")
+    print_checks(result["checks"])
     json_path, csv_path = write_results(args.out, result, result["rounds"], name="churn")
     print(f"saved {json_path}, {csv_path}, {plot(result, args.out)}")
     return result

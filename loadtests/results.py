@@ -1,5 +1,6 @@
 """Where a benchmark or study writes what it measured: the whole result as JSON, its rows as
-CSV (for a spreadsheet or a plot)."""
+CSV (for a spreadsheet or a plot); and how a check-style run (churn, soak) prints its
+verdicts."""
 
 from __future__ import annotations
 
@@ -22,3 +23,10 @@ def write_results(
         writer.writeheader()
         writer.writerows(rows)
     return json_path, csv_path
+
+
+def print_checks(checks: list[dict[str, Any]]) -> bool:
+    """One PASS/FAIL line per check (``check``, ``passed``, ``detail``); whether all passed."""
+    for c in checks:
+        print(f"{'PASS' if c['passed'] else 'FAIL'}  {c['check']}: {c['detail']}")
+    return all(c["passed"] for c in checks)

@@ -39,7 +39,7 @@ from pathlib import Path
 
 import httpx
 
-from loadtests.results import write_results
+from loadtests.results import print_checks, write_results
 from loadtests.run import MAX_CHARS
 from loadtests.server_process import ROOT, ServerProcess, metric_sum
 
@@ -376,9 +376,7 @@ def plot(result: dict, out: Path) -> Path:
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     result = soak(args)
-    result["passed"] = all(c["passed"] for c in result["checks"])
-    for c in result["checks"]:
-        print(f"{'PASS' if c['passed'] else 'FAIL'}  {c['check']}: {c['detail']}")
+    result["passed"] = print_checks(result["checks"])
     json_path, csv_path = write_results(args.out, result, result["samples"], name="soak")
     print(f"saved {json_path}, {csv_path}, {plot(result, args.out)}")
     return result
