@@ -141,7 +141,9 @@ class Traffic:
                     status, detail = None, repr(exc)
                 self.record(task, time.perf_counter() - t0, status, detail)
 
-    def send(self, client: httpx.Client, rng: random.Random, task: str, src: str, tgt: str):
+    def send(
+        self, client: httpx.Client, rng: random.Random, task: str, src: str, tgt: str
+    ) -> httpx.Response:
         pick = lambda: rng.choice(self.sentences[src])  # noqa: E731
         auth = {"X-API-Key": self.keys["limited" if task == "limited" else "user"]}
         if task in ("sentence", "limited"):
