@@ -8,8 +8,10 @@ build-engines --cache`` does offline), one at a time on one thread at the lowest
 so that requests come first. Nothing is loaded: the registry loads a route's engine when the
 route is asked for, as before, from the cache. Each engine's outcome is counted in
 ``lsmt_engine_cache_fills_total`` (built, present, failed). A cache that cannot take an
-engine (disk full, read-only) ends the fill with a warning, counted as the cache's error; a
-bundle without recorded file digests is not cacheable and is passed over.
+engine (disk full, read-only) ends the fill with a warning, counted as the cache's error;
+reaching the cache's bound (``engine_cache_bytes``), where the next engine would evict one
+already there, ends it too (so a bundle larger than the cache does not churn it); a bundle
+without recorded file digests is not cacheable and is passed over.
 """
 
 from __future__ import annotations
@@ -58,15 +60,25 @@ async def _after(previous: asyncio.Task[None] | None, st: AppState) -> None:
     await fill_engine_cache(st)
 
 
-def _fill(cache: EngineCache, bundle: Bundle, src: str, tgt: str, quantization: str | None) -> bool:
-    """The route's engine into the cache (in the fill's thread); whether it was there."""
+def _fill(
+    cache: EngineCache, bundle: Bundle, src: str, tgt: str, quantization: str | None
+) -> tuple[bool, int]:
+    """The route's engine into the cache (in the fill's thread): whether it was there, and
+    its entry's bytes."""
     from lsmt_bundle.engine_cache import fill_entry
     from lsmt_bundle.engines import return_freed_memory
 
-    _, present = fill_entry(cache, bundle, src, tgt, quantization)
+    entry, present = fill_entry(cache, bundle, src, tgt, quantization)
     if not present:
         return_freed_memory()  # what the assembly freed, back to the system
-    return present
+    return present, sum(f.stat().st_size for f in entry.iterdir() if f.is_file())
+
+
+def _bytes(cache: EngineCache) -> int:
+    try:
+        return cache.size()
+    except OSError:  # an unusable cache directory: the build that follows says so
+        return 0
 
 
 def _lowest_priority() -> None:
@@ -82,10 +94,12 @@ async def fill_engine_cache(st: AppState) -> dict[str, int]:
     cache = engine_cache(st.settings)
     quantization = saved_quantization(st.settings.resolved_compute_type)
     counts = dict.fromkeys(("built", "present", "failed"), 0)
+    entry_bytes = 0  # the last entry's: the next one's size, near enough
     loop = asyncio.get_running_loop()
     started = time.perf_counter()
     pool = ThreadPoolExecutor(1, "lsmt-cache-fill", initializer=_lowest_priority)
     try:
+        used = await loop.run_in_executor(pool, _bytes, cache)  # then counted as it builds
         for served in list(st.bundles):
             seen: set[str] = set()  # routes that share an engine share its entry
             for src, tgt in served.routes:
@@ -96,8 +110,13 @@ async def fill_engine_cache(st: AppState) -> dict[str, int]:
                 if key in seen:
                     continue
                 seen.add(key)
+                if used + entry_bytes > cache.max_bytes and not (cache.root / key).is_dir():
+                    # the next one would evict an entry: the fill would churn its own work
+                    log.info("engine cache fill stopped at the cache's bound (%d bytes)",
+                             cache.max_bytes)  # fmt: skip
+                    return counts
                 try:
-                    present = await loop.run_in_executor(
+                    present, entry_bytes = await loop.run_in_executor(
                         pool, _fill, cache, served.bundle, src, tgt, quantization
                     )
                 except OSError as exc:
@@ -109,6 +128,7 @@ async def fill_engine_cache(st: AppState) -> dict[str, int]:
                     outcome = "failed"
                 else:
                     outcome = "present" if present else "built"
+                    used += 0 if present else entry_bytes
                 counts[outcome] += 1
                 st.metrics.engine_cache_fills.labels(outcome).inc()
     finally:

@@ -28,6 +28,10 @@ def fill_done(srv, timeout: float = 120.0) -> None:
     assert srv.state.cache_fill_task.exception() is None
 
 
+def entries(cache) -> list:
+    return [p for p in cache.iterdir() if not p.name.startswith(".")]
+
+
 def fills(srv, outcome: str) -> float:
     return metric_sum(srv.url, "lsmt_engine_cache_fills_total", outcome=outcome)
 
@@ -40,8 +44,7 @@ def test_the_fill_builds_every_engine_unloaded_and_a_first_request_only_loads(
     fill_done(srv)
     served = srv.state.bundles[0]
     engines = len(set(served.engine_keys))
-    entries = [p for p in cache.iterdir() if not p.name.startswith(".")]
-    assert len(entries) == engines == fills(srv, "built")
+    assert len(entries(cache)) == engines == fills(srv, "built")
     assert fills(srv, "present") == fills(srv, "failed") == 0
     assert srv.state.registry.load_count == 0  # built, not loaded
 
@@ -59,13 +62,28 @@ def test_the_fill_builds_every_engine_unloaded_and_a_first_request_only_loads(
     assert fills(again, "present") == engines and fills(again, "built") == 0
 
 
+def test_the_fill_stops_at_the_cache_bound_instead_of_evicting_its_own_entries(
+    make_server, tmp_path
+):
+    full = make_server(engine_cache_dir=tmp_path / "full")
+    fill_done(full)
+    sizes = [sum(f.stat().st_size for f in e.iterdir()) for e in entries(tmp_path / "full")]
+    srv = make_server(
+        engine_cache_dir=tmp_path / "bounded", engine_cache_bytes=int(1.5 * max(sizes))
+    )
+    fill_done(srv)
+    assert fills(srv, "built") == 1 and len(entries(tmp_path / "bounded")) == 1
+    r = httpx.post(f"{srv.url}/v1/translate", json={**BODY, "target": "fr"})
+    assert r.status_code == 200, r.text
+
+
 def test_no_fill_without_a_cache_or_when_turned_off(make_server, tmp_path):
     assert make_server().state.cache_fill_task is None
     srv = make_server(engine_cache_dir=tmp_path / "cache", engine_cache_fill=False)
     assert srv.state.cache_fill_task is None
     r = httpx.post(f"{srv.url}/v1/translate", json={**BODY, "target": "de"})
     assert r.status_code == 200
-    assert len([p for p in (tmp_path / "cache").iterdir() if not p.name.startswith(".")]) == 1
+    assert len(entries(tmp_path / "cache")) == 1
 
 
 def test_a_cache_that_cannot_take_engines_ends_the_fill_and_requests_are_answered(
@@ -96,4 +114,4 @@ def test_a_reload_that_adds_a_language_fills_its_engines(added_language, make_se
     engines = len(set(srv.state.bundles[0].engine_keys))
     assert fills(srv, "built") > before
     assert fills(srv, "built") + fills(srv, "present") - before == engines
-    assert len([p for p in cache.iterdir() if not p.name.startswith(".")]) >= engines
+    assert len(entries(cache)) >= engines
