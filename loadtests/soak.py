@@ -112,7 +112,9 @@ class Traffic:
             window, self.window = self.window, Window()
             return window
 
-    def record(self, task: str, seconds: float, status: int | None, detail: str = "") -> None:
+    def record(self, task: str, seconds: float, answer: httpx.Response | httpx.HTTPError) -> None:
+        """Count an answer (a response, or the error of a request that got none)."""
+        status = answer.status_code if isinstance(answer, httpx.Response) else None
         limited = task == "limited" and status == 429
         with self.lock:
             self.total += 1
@@ -124,6 +126,7 @@ class Traffic:
                 return
             self.window.errors += 1
             if len(self.errors) < 100:
+                detail = answer.text if isinstance(answer, httpx.Response) else repr(answer)
                 self.errors.append({"task": task, "status": status, "detail": detail[:300]})
 
     def user(self, seed: int, max_requests: int) -> None:
@@ -134,12 +137,12 @@ class Traffic:
                 task = rng.choices(tasks, weights)[0]
                 src, tgt = rng.choice(self.routes)
                 t0 = time.perf_counter()
+                answer: httpx.Response | httpx.HTTPError
                 try:
-                    r = self.send(client, rng, task, src, tgt)
-                    status, detail = r.status_code, r.text
+                    answer = self.send(client, rng, task, src, tgt)
                 except httpx.HTTPError as exc:
-                    status, detail = None, repr(exc)
-                self.record(task, time.perf_counter() - t0, status, detail)
+                    answer = exc
+                self.record(task, time.perf_counter() - t0, answer)
 
     def send(
         self, client: httpx.Client, rng: random.Random, task: str, src: str, tgt: str

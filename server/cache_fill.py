@@ -23,6 +23,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
+from lsmt_core.routes import Route
+
 from .engines import engine_cache
 from .express import PER_THREAD_NICE, lower_this_thread
 from .state import AppState
@@ -74,6 +76,13 @@ def _fill(
     return present, sum(f.stat().st_size for f in entry.iterdir() if f.is_file())
 
 
+def _cache_keys(bundle: Bundle, routes: list[Route], quantization: str | None) -> list[str | None]:
+    """Each route's engine-cache key (None: the bundle records no digests)."""
+    from lsmt_bundle.engine_cache import engine_key
+
+    return [engine_key(bundle, src, tgt, quantization) for src, tgt in routes]
+
+
 def _bytes(cache: EngineCache) -> int:
     try:
         return cache.size()
@@ -89,7 +98,6 @@ def _lowest_priority() -> None:
 async def fill_engine_cache(st: AppState) -> dict[str, int]:
     """One pass over the served bundles' engines; the count of each outcome."""
     from lsmt_bundle.ct2 import saved_quantization
-    from lsmt_bundle.engine_cache import engine_key
 
     cache = engine_cache(st.settings)
     quantization = saved_quantization(st.settings.resolved_compute_type)
@@ -102,8 +110,10 @@ async def fill_engine_cache(st: AppState) -> dict[str, int]:
         used = await loop.run_in_executor(pool, _bytes, cache)  # then counted as it builds
         for served in list(st.bundles):
             seen: set[str] = set()  # routes that share an engine share its entry
-            for src, tgt in served.routes:
-                key = engine_key(served.bundle, src, tgt, quantization)
+            keys = await loop.run_in_executor(
+                pool, _cache_keys, served.bundle, served.routes, quantization
+            )
+            for (src, tgt), key in zip(served.routes, keys, strict=True):
                 if key is None:  # no digests recorded: nothing of this bundle is cacheable
                     log.info("engine cache fill passes over bundle %s (no digests)", served.name)
                     break

@@ -41,7 +41,7 @@ STOP_MIN=${STOP_MIN:-8.8}       # ... at the latest (a stage that started slowly
 # watchdog closer to CALL_MIN than that killed the second call's only arm before it wrote
 # summary.json (2026-11-27, docs/training.md), so it is kept at least this far behind.
 STOP_AFTER_MIN=0.8
-STOP_MIN=$(python3 -c "print(max($STOP_MIN, $CALL_MIN + $STOP_AFTER_MIN))")
+STOP_MIN=$("$PY" -c "print(max($STOP_MIN, $CALL_MIN + $STOP_AFTER_MIN))")
 DENSE_SHARE=${DENSE_SHARE:-0.45}  # the scratch arm's share of its minutes for the dense stage
 LOAD_MIN=${LOAD_MIN:-0.8}       # a stage's start before its first update (tokenizing its pairs)
 PROBE_BATCHES=${PROBE_BATCHES:-16384,65536,131072}
