@@ -82,7 +82,15 @@ if [ "$FROM" = scratch ]; then
     START_TOKENIZER=$DATA/tokenizer
     [ -f runs/default_init.pt ] || cp runs/default_lsl/best.pt runs/default_init.pt
 else
-    # Keep the starting point: models/default is replaced at the end.
+    # Keep the starting point: models/default is replaced at the end. A new run starts from
+    # the bundle shipped now: a start kept from an earlier bundle (shipped since, by a slice
+    # or a GPU call) is made again, or the run would continue a model that was superseded.
+    if [ ! -f runs/default_mixed/last.pt ] && \
+            ! cmp -s "$OUT/manifest.json" runs/default_start/manifest.json 2>/dev/null; then
+        echo "default model: a new run starts from $OUT as shipped now"
+        rm -rf runs/default_start runs/default_init.pt
+        cp -r "$OUT" runs/default_start
+    fi
     [ -d runs/default_start ] || cp -r "$OUT" runs/default_start
     START_TOKENIZER=runs/default_start/tokenizer
     [ -f runs/default_init.pt ] || \

@@ -3,8 +3,10 @@ the file written again with their translations in place (``POST /translate_file`
 rules are also those of ``/translate`` with ``format=html``).
 
 - .txt: UTF-8; each paragraph (text between blank lines) is one text; the blank lines stay.
-- .html: each text node with something to translate is one text; tags, comments, ``<script>``
-  and ``<style>`` stay as they are, and so does the whitespace around a text.
+- .html: each block (a paragraph, a heading, a list item, a cell) is one text, its inline
+  elements (``<b>``, ``<a>``, ``<code>``...) kept around the words they covered
+  (``server.markup``); ``<script>``, ``<style>``, ``<pre>``, ``<code>`` and ``translate="no"``
+  are kept as they are, and so is everything else that is not text.
 - .docx: each paragraph of ``word/document.xml`` with text is one text; the translation goes
   into the paragraph's first text run (its formatting kept), the other runs are emptied (a
   translation does not keep the source's word-level formatting); every other part of the
@@ -13,7 +15,6 @@ rules are also those of ``/translate`` with ``format=html``).
 
 from __future__ import annotations
 
-import html
 import io
 import re
 import zipfile
@@ -21,11 +22,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from xml.etree import ElementTree as ET
 
+from .markup import HtmlDocument
+
 FORMATS = (".txt", ".html", ".docx")
-HTML_SPLIT = re.compile(
-    r"(<!--.*?-->|<script\b.*?</script\s*>|<style\b.*?</style\s*>|<[^>]*>)",
-    re.IGNORECASE | re.DOTALL,
-)
 WORD = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
 XML_SPACE = "{http://www.w3.org/XML/1998/namespace}space"
 DOCUMENT_PART = "word/document.xml"
@@ -37,10 +36,18 @@ class DocumentError(ValueError):
 
 @dataclass
 class Document:
-    """The texts to translate, in order, and how to write the file with their translations."""
+    """The texts to translate, in order, and how to write the file with their translations.
+
+    ``characters``: what the caller is charged for (None: the texts' length); an HTML
+    document also translates its inline elements' texts alone, to place them, at no charge."""
 
     texts: list[str]
     rebuild: Callable[[list[str]], bytes]
+    characters: int | None = None
+
+    @property
+    def charged(self) -> int:
+        return sum(map(len, self.texts)) if self.characters is None else self.characters
 
 
 def open_document(filename: str, data: bytes) -> Document:
@@ -72,19 +79,8 @@ def text_document(text: str) -> Document:
 
 
 def html_document(doc: str) -> Document:
-    parts = HTML_SPLIT.split(doc)
-    slots = [i for i, p in enumerate(parts) if i % 2 == 0 and html.unescape(p).strip()]
-
-    def rebuild(translations: list[str]) -> bytes:
-        out = list(parts)
-        for i, translated in zip(slots, translations, strict=True):
-            part = parts[i]
-            lead = part[: len(part) - len(part.lstrip())]
-            trail = part[len(part.rstrip()) :]
-            out[i] = lead + html.escape(translated, quote=False) + trail
-        return "".join(out).encode("utf-8")
-
-    return Document([html.unescape(parts[i]).strip() for i in slots], rebuild)
+    document = HtmlDocument(doc)
+    return Document(document.texts, document.rebuild, document.characters)
 
 
 def docx_document(data: bytes) -> Document:

@@ -27,6 +27,14 @@ JsonInt = Annotated[int, Strict()]
 FormInt = Annotated[int, BeforeValidator(_not_a_bool)]
 
 
+HTML_FORMAT = (
+    "html: the text is an HTML document or fragment; each block is translated as one text with "
+    "its inline elements (b, i, a, span, code...) kept around the words they covered; script, "
+    'style, pre, code and translate="no" are kept as they are; alt, title, placeholder and '
+    "aria-label are translated."
+)
+
+
 class TranslateRequest(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
@@ -50,6 +58,7 @@ class TranslateRequest(BaseModel):
     num_alternatives: JsonInt = Field(0, description="Alternative translations per text.")
     max_length: JsonInt | None = Field(None, description="Maximum tokens per translated sentence.")
     model: str | None = Field(None, description="Bundle name; default: first that has the route.")
+    format: Literal["text", "html"] = Field("text", description=HTML_FORMAT)
 
 
 class DetectedLanguage(BaseModel):
@@ -204,9 +213,7 @@ class LTTranslateRequest(BaseModel):
     q: str | list[str] = Field(description="Text, or list of texts, to translate.")
     source: str = Field("auto", description="Source language code, or auto.")
     target: str = Field(description="Target language code.")
-    format: Literal["text", "html"] = Field(
-        "text", description="html: translate the text nodes, keep tags as they are."
-    )
+    format: Literal["text", "html"] = Field("text", description=HTML_FORMAT)
     alternatives: FormInt = Field(0, ge=0, description="Alternative translations per text.")
     api_key: str | None = Field(None, description="API key (or send it in a header).")
 

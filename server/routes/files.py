@@ -83,7 +83,7 @@ async def translate_file(request: Request, st: StateDep, svc: ServiceDep) -> JSO
         raise bad_request("unsupported_file", str(exc), allowed=list(FORMATS)) from None
     svc.validate_texts(document.texts, limit_count=False)
     svc.validate_languages(source, target, None)
-    await admit(st, caller, sum(len(t) for t in document.texts))
+    await admit(st, caller, document.charged)
     translations = document.texts
     if document.texts:
         deadline = time.monotonic() + st.settings.request_timeout_s

@@ -25,8 +25,9 @@ from pydantic import BaseModel, ValidationError
 from ..auth import Caller, admit, anonymous_allowed, identify, key_from_request
 from ..bundles import language_name
 from ..dependencies import ServiceDep, StateDep
-from ..documents import FORMATS, html_document
+from ..documents import FORMATS
 from ..errors import ApiError, bad_request
+from ..html_requests import translate_html
 from ..schemas import (
     LT_DETECT_ERRORS,
     LT_TRANSLATE_ERRORS,
@@ -41,7 +42,6 @@ from ..schemas import (
     LTTranslateResponse,
 )
 from ..service import TextResult, TranslationService
-from ..validation import Options
 
 router = APIRouter(tags=["LibreTranslate compatible"])
 
@@ -183,9 +183,10 @@ async def lt_translate(authenticated: Fields, st: StateDep, svc: ServiceDep) -> 
     if req.format == "html":
         svc.validate_texts(texts)
         svc.validate_languages(source, target, None)
-        results = [
-            await _translate_html(svc, t, source, target, opts, deadline, client) for t in texts
-        ]
+        results = []
+        for t in texts:
+            r = await translate_html(svc, t, source, target, opts, None, deadline, client)
+            results.append(_lt_item(r, r.detected_confidence is not None))
     else:
         translated = await svc.translate(
             texts, source, target, opts, deadline=deadline, client=client
@@ -210,36 +211,6 @@ def _lt_item(r: TextResult, auto: bool, text: str | None = None) -> dict[str, An
         }
     if r.alternatives:
         item["alternatives"] = [a.text for a in r.alternatives]
-    return item
-
-
-async def _translate_html(
-    svc: TranslationService,
-    doc: str,
-    source: str,
-    target: str,
-    opts: Options,
-    deadline: float,
-    client: str,
-) -> dict[str, Any]:
-    document = html_document(doc)
-    if not document.texts:
-        return {"translatedText": doc}
-    detected: dict[str, Any] | None = None
-    if source == "auto":  # detect on the whole document's text, not per fragment
-        guess = svc.detect(" ".join(document.texts), target, None)
-        source = guess.language
-        detected = {"confidence": round(100 * guess.confidence, 2), "language": source}
-    translations = document.texts
-    if source != target:
-        results = await svc.translate(
-            document.texts, source, target, opts, limit_count=False, deadline=deadline,
-            client=client,
-        )  # fmt: skip
-        translations = [r.text for r in results]
-    item: dict[str, Any] = {"translatedText": document.rebuild(translations).decode("utf-8")}
-    if detected:
-        item["detectedLanguage"] = detected
     return item
 
 

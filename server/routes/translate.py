@@ -1,13 +1,18 @@
-"""``POST /v1/translate``: one text or a list, with the service's results as the documented
-response. The caller is identified (a route dependency) before the body is validated, and
-the request counted against its limits before it is translated."""
+"""``POST /v1/translate``: one text or a list (plain text, or HTML with ``format=html``), with
+the service's results as the documented response. The caller is identified (a route
+dependency) before the body is validated, and the request counted against its limits before it
+is translated."""
 
 from __future__ import annotations
+
+import time
 
 from fastapi import APIRouter, Request
 
 from ..auth import CallerDep, admit
 from ..dependencies import ServiceDep, StateDep
+from ..errors import bad_request
+from ..html_requests import translate_html
 from ..schemas import (
     ERROR_RESPONSES,
     Alternative,
@@ -32,10 +37,26 @@ async def translate(
 ) -> TranslateResponse:
     texts = [req.text] if isinstance(req.text, str) else list(req.text)
     opts = svc.validate_options(req.beam_size, req.num_alternatives, req.max_length)
+    if req.format == "html" and req.num_alternatives:
+        raise bad_request(
+            "invalid_field", "Alternatives are offered for format 'text' only.",
+            parameter="num_alternatives", allowed=[0],
+        )  # fmt: skip
     await admit(st, caller, sum(len(t) for t in texts))
-    results = await svc.translate(
-        texts, req.source, req.target, opts, req.model, client=caller.subject
-    )
+    if req.format == "html":
+        svc.validate_texts(texts)
+        svc.validate_languages(req.source, req.target, req.model)
+        deadline = time.monotonic() + st.settings.request_timeout_s
+        results = [
+            await translate_html(
+                svc, t, req.source, req.target, opts, req.model, deadline, caller.subject
+            )
+            for t in texts
+        ]
+    else:
+        results = await svc.translate(
+            texts, req.source, req.target, opts, req.model, client=caller.subject
+        )
     models = sorted({r.engine.split(":", 1)[0] for r in results if r.engine})
     return TranslateResponse(
         translations=[_translation(r) for r in results],

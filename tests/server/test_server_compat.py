@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import html
 import json
+import re
 import urllib.error
 
 import httpx
@@ -96,18 +98,46 @@ def test_lt_detect_reports_the_true_language_even_when_not_served(srv):
 
 
 def test_lt_html_keeps_markup(srv):
-    html = (
+    doc = (
         '<p class="x">And Jesus said unto them, Follow me.</p>\n<b>Amen.</b><br/>'
         "<script>var a = 'Follow me.';</script>"
     )
     body = httpx.post(
-        f"{srv.url}/translate", json={"q": html, "source": "en", "target": "de", "format": "html"}
+        f"{srv.url}/translate", json={"q": doc, "source": "en", "target": "de", "format": "html"}
     ).json()
     out = body["translatedText"]
     assert out.startswith('<p class="x">') and "</p>\n<b>" in out and out.count("<br/>") == 1
     assert "<script>var a = 'Follow me.';</script>" in out
     inner = out[len('<p class="x">') : out.index("</p>")]
     assert inner.strip() and inner != "And Jesus said unto them, Follow me."
+
+
+def test_lt_html_translates_a_sentence_with_inline_tags_as_one_sentence(srv):
+    """An inline element does not cut its sentence: with the tags taken out, the HTML
+    translation is the plain sentence's translation, and each element is in it once."""
+
+    def lt(q: str, fmt: str) -> str:
+        body = {"q": q, "source": "en", "target": "de", "format": fmt}
+        r = httpx.post(f"{srv.url}/translate", json=body, timeout=60)
+        assert r.status_code == 200, r.text
+        return r.json()["translatedText"]
+
+    plain = lt("And Jesus said unto them, Follow me, and I will make you fishers.", "text")
+    doc = (
+        '<p>And <a href="/j">Jesus</a> said unto them, <b>Follow me</b>, and I will make'
+        " you <i>fishers</i>.</p>"
+    )
+    out = lt(doc, "html")
+    assert out.startswith("<p>") and out.endswith("</p>"), out
+    for tag in ('<a href="/j">', "</a>", "<b>", "</b>", "<i>", "</i>"):
+        assert out.count(tag) == 1, (tag, out)
+    assert re.sub(r"<[^>]+>", "", out) == html.escape(plain, quote=False), out
+    # the native API's format=html is the same code
+    body = {"text": [doc], "source": "en", "target": "de", "format": "html"}
+    r = httpx.post(f"{srv.url}/v1/translate", json=body, timeout=60)
+    assert r.status_code == 200 and r.json()["translations"][0]["text"] == out, r.text
+    r = httpx.post(f"{srv.url}/v1/translate", json={**body, "num_alternatives": 2}, timeout=60)
+    assert r.status_code == 400 and "format 'text' only" in r.json()["error"]["message"]
 
 
 def test_lt_errors_are_libretranslate_shaped(srv):
