@@ -7,14 +7,16 @@ rules are also those of ``/translate`` with ``format=html``).
   elements (``<b>``, ``<a>``, ``<code>``...) kept around the words they covered
   (``server.markup``); ``<script>``, ``<style>``, ``<pre>``, ``<code>`` and ``translate="no"``
   are kept as they are, and so is everything else that is not text.
-- .docx: each paragraph of ``word/document.xml`` with text is one text; the translation goes
-  into the paragraph's first text run (its formatting kept), the other runs are emptied (a
-  translation does not keep the source's word-level formatting); every other part of the
-  package is copied unchanged.
+- .docx: each paragraph of ``word/document.xml`` with text is one text (``WordParagraph``); in
+  a paragraph of formatted text alone, each stretch of other formatting (bold, a hyperlink) is
+  placed on the words of the translation that render it, as HTML's inline elements are;
+  another paragraph (tabs, fields, images) gets the translation in its first text; every other
+  part of the package is copied unchanged.
 """
 
 from __future__ import annotations
 
+import copy
 import io
 import re
 import zipfile
@@ -22,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from xml.etree import ElementTree as ET
 
-from .markup import HtmlDocument
+from .markup import HtmlDocument, Span, place
 
 FORMATS = (".txt", ".html", ".docx")
 WORD = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
@@ -91,18 +93,13 @@ def docx_document(data: bytes) -> Document:
         root = ET.fromstring(xml)
     except (zipfile.BadZipFile, KeyError, ET.ParseError) as exc:
         raise DocumentError(f"not a Word document ({exc})") from None
-    paragraphs = []
-    for paragraph in root.iter(f"{{{WORD}}}p"):
-        runs = list(paragraph.iter(f"{{{WORD}}}t"))
-        if "".join(t.text or "" for t in runs).strip():
-            paragraphs.append(runs)
+    texts: list[str] = []
+    paragraphs = [p for p in (WordParagraph(p, texts) for p in root.iter(W + "p")) if p.slot >= 0]
+    characters = sum(len(texts[p.slot]) for p in paragraphs)
 
     def rebuild(translations: list[str]) -> bytes:
-        for runs, translated in zip(paragraphs, translations, strict=True):
-            runs[0].text = translated
-            runs[0].set(XML_SPACE, "preserve")
-            for run in runs[1:]:
-                run.text = ""
+        for paragraph in paragraphs:
+            paragraph.write(translations)
         for prefix, uri in namespaces:  # keep the document's prefixes (mc:Ignorable names them)
             ET.register_namespace(prefix, uri)
         out = io.BytesIO()
@@ -114,4 +111,149 @@ def docx_document(data: bytes) -> Document:
                 rebuilt.writestr(item, content)
         return out.getvalue()
 
-    return Document(["".join(t.text or "" for t in runs) for runs in paragraphs], rebuild)
+    return Document(texts, rebuild, characters)
+
+
+W = f"{{{WORD}}}"
+# A paragraph is written again stretch by stretch (each formatting kept on the words it
+# covered) when it holds only formatted text: runs of text, hyperlinks, bookmarks, proofing
+# marks. Any other (tabs, breaks, fields, images, tracked changes) is written the simple way:
+# the translation in its first text, with that text's formatting.
+PARAGRAPH_PARTS = {W + n for n in ("pPr", "r", "hyperlink", "bookmarkStart", "bookmarkEnd",
+                                   "proofErr")}  # fmt: skip
+RUN_PARTS = {W + n for n in ("rPr", "t", "lastRenderedPageBreak")}
+# Run properties that are not formatting a reader sees: a stretch does not end at them.
+NOT_FORMATTING = {W + n for n in ("lang", "noProof", "rtl", "cs")}
+
+
+@dataclass
+class Stretch:
+    """Consecutive runs of one formatting, in the paragraph or in one hyperlink."""
+
+    key: str
+    link: ET.Element | None
+    run: ET.Element  # its first run: what the runs written for it are copied from
+    text: str
+
+
+class WordParagraph:
+    """A paragraph of ``word/document.xml``: its text, one of the document's ``texts``
+    (``slot`` -1: nothing to translate), with its differently formatted stretches as spans
+    placed on the translation as HTML's inline elements are (``server.markup.place``)."""
+
+    def __init__(self, paragraph: ET.Element, texts: list[str]) -> None:
+        self.paragraph, self.texts_at = paragraph, texts
+        self.own = [t for t in paragraph.iter(W + "t") if _owner(paragraph, t)]
+        self.text = "".join(t.text or "" for t in self.own)
+        self.slot = -1
+        self.stretches = self._stretches()
+        self.spans: list[tuple[Span, Stretch]] = []
+        if not self.text.strip():
+            return
+        self.slot = len(texts)
+        texts.append(self.text)
+        if not self.stretches:
+            return
+        chars: dict[str, int] = {}
+        for st in self.stretches:
+            chars[st.key] = chars.get(st.key, 0) + len(st.text)
+        base = max(chars, key=lambda k: chars[k])  # the paragraph's own formatting
+        self.base = next(st for st in self.stretches if st.key == base)
+        at = 0
+        for st in self.stretches:
+            if st.key != base and st.text.strip():
+                span = Span(None, None, at, at + len(st.text))
+                span.text_slot = len(texts)
+                texts.append(st.text.strip())
+                self.spans.append((span, st))
+            at += len(st.text)
+
+    def _stretches(self) -> list[Stretch]:
+        """The paragraph's stretches, or none when it is not only formatted text."""
+        stretches: list[Stretch] = []
+        for child in self.paragraph:
+            if child.tag not in PARAGRAPH_PARTS:
+                return []
+            links = [child] if child.tag == W + "hyperlink" else []
+            runs = list(child) if links else [child] if child.tag == W + "r" else []
+            for run in runs:
+                if run.tag == W + "proofErr":
+                    continue
+                if run.tag != W + "r" or any(part.tag not in RUN_PARTS for part in run):
+                    return []
+                text = "".join(t.text or "" for t in run.iter(W + "t"))
+                key = _formatting(run) + (f"@{id(child)}" if links else "")
+                if stretches and stretches[-1].key == key:
+                    stretches[-1].text += text
+                elif text:
+                    stretches.append(Stretch(key, links[0] if links else None, run, text))
+        return stretches
+
+    def write(self, translations: list[str]) -> None:
+        if self.slot < 0:
+            return
+        target = translations[self.slot]
+        if not self.spans:  # one formatting (or not only text): all in the first text
+            self.own[0].text = target
+            self.own[0].set(XML_SPACE, "preserve")
+            for t in self.own[1:]:
+                t.text = ""
+            return
+        placed = place(self.text, [s for s, _ in self.spans], target, translations)
+        pieces: list[tuple[Stretch, str]] = []
+        at = 0
+        for span, st in sorted(self.spans, key=lambda x: placed[id(x[0])].start):
+            where = placed[id(span)]
+            pieces += [(self.base, target[at : where.start]), (st, target[where.start : where.end])]
+            at = where.end
+        pieces.append((self.base, target[at:]))
+        self._replace_runs(pieces)
+
+    def _replace_runs(self, pieces: list[tuple[Stretch, str]]) -> None:
+        children = list(self.paragraph)
+        text_parts = {W + "r", W + "hyperlink", W + "proofErr"}
+        first = next(k for k, c in enumerate(children) if c.tag in text_parts)
+        for child in children:
+            if child.tag in text_parts:
+                self.paragraph.remove(child)
+        written: list[ET.Element] = []
+        links_used: set[int] = set()
+        for st, text in pieces:
+            if not text:
+                continue
+            run = copy.deepcopy(st.run)
+            for part in list(run):
+                if part.tag != W + "rPr":
+                    run.remove(part)
+            t = ET.SubElement(run, W + "t")
+            t.text = text
+            t.set(XML_SPACE, "preserve")
+            if st.link is None:
+                written.append(run)
+                continue
+            # a hyperlink's first stretch goes in it; another (it held two formattings) in a copy
+            link = copy.deepcopy(st.link) if id(st.link) in links_used else st.link
+            links_used.add(id(st.link))
+            for part in list(link):
+                link.remove(part)
+            link.append(run)
+            written.append(link)
+        for k, element in enumerate(written):
+            self.paragraph.insert(first + k, element)
+
+
+def _owner(paragraph: ET.Element, t: ET.Element) -> bool:
+    """Whether ``t`` is the paragraph's own text, not that of a paragraph nested in it (a
+    text box)."""
+    return not any(t in set(p.iter()) for p in paragraph.iter(W + "p") if p is not paragraph)
+
+
+def _formatting(run: ET.Element) -> str:
+    props = run.find(W + "rPr")
+    if props is None:
+        return ""
+    kept = copy.deepcopy(props)
+    for part in list(kept):
+        if part.tag in NOT_FORMATTING:
+            kept.remove(part)
+    return ET.tostring(kept, encoding="unicode")

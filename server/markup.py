@@ -195,12 +195,14 @@ def is_kept(token: Token) -> bool:
 
 @dataclass
 class Span:
-    """An inline element within a unit: it covered ``plain[start:end]`` of the source."""
+    """An inline element within a unit (an HTML element; in a Word document, a stretch of
+    differently formatted text): it covered ``plain[start:end]`` of the source."""
 
-    open: Token
-    close: Token | None  # None: a void element (<img>)
+    open: Token | None  # an HTML element's tags (None for a Word document's stretch)
+    close: Token | None
     start: int = 0
     end: int = 0
+    void: bool = False  # an element without content (<img>): placed between words
     inner: str | None = None  # a kept element's content, written back as it was
     kept_text: str = ""  # and its text, which the sentence reads
     children: list[Span] = field(default_factory=list)
@@ -318,7 +320,7 @@ class HtmlDocument:
             whole = span.start == 0 and span.end == len(plain)
             if span.inner is None and text and not whole:
                 span.text_slot = self._text(text, charged=False)
-            span.attr_slots = self._attribute_slots(span.open)
+            span.attr_slots = self._attribute_slots(span.open) if span.open else {}
         self.pieces.append(unit)
 
     def rebuild(self, translations: list[str]) -> bytes:
@@ -346,7 +348,8 @@ class HtmlDocument:
             for span in sorted(spans, key=lambda s: (placed[id(s)].start, placed[id(s)].end)):
                 where = placed[id(span)]
                 out.append(html.escape(target[at : where.start], quote=False))
-                out.append(_with_attributes(span.open, span.attr_slots, translations))
+                if span.open is not None:
+                    out.append(_with_attributes(span.open, span.attr_slots, translations))
                 if span.inner is not None:
                     out.append(span.inner)
                 elif span.close is not None:
@@ -415,7 +418,7 @@ class _Placer:
         expected = region.carry(span.start)
         text = self.plain[span.start : span.end].strip()
         words = [m.span() for m in WORD.finditer(target, lo, hi)]
-        if span.close is None or not text:  # a void or empty element: at a word's edge
+        if span.void or not text:  # a void or empty element: at a word's edge
             edges = [w[0] for w in words] + [w[1] for w in words[-1:]] or [lo]
             at = _out_of(_nearest(edges, expected), region.taken)
             return Placement(at, at, "empty")
@@ -557,14 +560,15 @@ def _paired_parts(items: list[Token | Span]) -> Iterator[Token | list[Token | Sp
 
 
 def _tag_of(item: Token | Span) -> str:
-    return item.tag if isinstance(item, Token) else item.open.tag
+    token = item if isinstance(item, Token) else item.open
+    return token.tag if token else ""
 
 
 def _raw(item: Token | Span) -> str:
     if isinstance(item, Token):
         return item.raw
-    close = item.close.raw if item.close is not None else ""
-    return item.open.raw + (item.inner or "") + close
+    tags = [t.raw if t else "" for t in (item.open, item.close)]
+    return tags[0] + (item.inner or "") + tags[1]
 
 
 def _plain_text(items: list[Token | Span]) -> tuple[str, list[Span]]:
@@ -594,7 +598,7 @@ def _plain_text(items: list[Token | Span]) -> tuple[str, list[Span]]:
             span = stack.pop()
             span.close, span.end = item, len(chars)
         elif item.kind == "startend" or item.tag in VOID:
-            attach(Span(item, None, len(chars), len(chars)))
+            attach(Span(item, None, len(chars), len(chars), void=True))
         else:
             span = Span(item, None, len(chars))
             attach(span)
