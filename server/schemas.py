@@ -35,6 +35,13 @@ HTML_FORMAT = (
 )
 
 
+GLOSSARY = (
+    "Source term -> the target term it must become (case-insensitive in the source, whole "
+    "words; written as given, capitalised at a capitalised word; not inflected)."
+)
+DO_NOT_TRANSLATE = "Terms written as they are in the translation (names, products, code)."
+
+
 class TranslateRequest(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
@@ -59,6 +66,8 @@ class TranslateRequest(BaseModel):
     max_length: JsonInt | None = Field(None, description="Maximum tokens per translated sentence.")
     model: str | None = Field(None, description="Bundle name; default: first that has the route.")
     format: Literal["text", "html"] = Field("text", description=HTML_FORMAT)
+    glossary: dict[str, str] | None = Field(None, description=GLOSSARY)
+    do_not_translate: list[str] | None = Field(None, description=DO_NOT_TRANSLATE)
 
 
 class DetectedLanguage(BaseModel):
@@ -214,6 +223,8 @@ class LTTranslateRequest(BaseModel):
     source: str = Field("auto", description="Source language code, or auto.")
     target: str = Field(description="Target language code.")
     format: Literal["text", "html"] = Field("text", description=HTML_FORMAT)
+    glossary: dict[str, str] | None = Field(None, description=GLOSSARY)
+    do_not_translate: list[str] | None = Field(None, description=DO_NOT_TRANSLATE)
     alternatives: FormInt = Field(0, ge=0, description="Alternative translations per text.")
     api_key: str | None = Field(None, description="API key (or send it in a header).")
 

@@ -27,7 +27,7 @@ from ..bundles import language_name
 from ..dependencies import ServiceDep, StateDep
 from ..documents import FORMATS
 from ..errors import ApiError, bad_request
-from ..html_requests import translate_html
+from ..request_texts import translate_texts
 from ..schemas import (
     LT_DETECT_ERRORS,
     LT_TRANSLATE_ERRORS,
@@ -42,6 +42,7 @@ from ..schemas import (
     LTTranslateResponse,
 )
 from ..service import TextResult, TranslationService
+from ..terms import parse_terms
 
 router = APIRouter(tags=["LibreTranslate compatible"])
 
@@ -178,20 +179,16 @@ async def lt_translate(authenticated: Fields, st: StateDep, svc: ServiceDep) -> 
     texts: list[str] = [req.q] if isinstance(req.q, str) else list(req.q)
     source, target = req.source, req.target
     opts = svc.validate_options(None, req.alternatives, None)
+    terms = parse_terms(req.glossary, req.do_not_translate)
     await admit(st, authenticated.caller, sum(len(t) for t in texts))
     deadline = time.monotonic() + st.settings.request_timeout_s
-    if req.format == "html":
-        svc.validate_texts(texts)
-        svc.validate_languages(source, target, None)
-        results = []
-        for t in texts:
-            r = await translate_html(svc, t, source, target, opts, None, deadline, client)
-            results.append(_lt_item(r, r.detected_confidence is not None))
-    else:
-        translated = await svc.translate(
-            texts, source, target, opts, deadline=deadline, client=client
-        )
-        results = [_lt_item(r, source == "auto") for r in translated]
+    html = req.format == "html"
+    translated = await translate_texts(
+        svc, texts, source, target, opts, None, html, terms, deadline, client
+    )
+    # an HTML document is detected whole: it has a detected language only if it had text
+    results = [_lt_item(r, r.detected_confidence is not None if html else source == "auto")
+               for r in translated]  # fmt: skip
     if single:
         return results[0]
     body: dict[str, Any] = {"translatedText": [r["translatedText"] for r in results]}

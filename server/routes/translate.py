@@ -12,7 +12,7 @@ from fastapi import APIRouter, Request
 from ..auth import CallerDep, admit
 from ..dependencies import ServiceDep, StateDep
 from ..errors import bad_request
-from ..html_requests import translate_html
+from ..request_texts import translate_texts
 from ..schemas import (
     ERROR_RESPONSES,
     Alternative,
@@ -22,6 +22,7 @@ from ..schemas import (
     Translation,
 )
 from ..service import TextResult
+from ..terms import parse_terms
 
 router = APIRouter(tags=["translation"])
 
@@ -42,21 +43,13 @@ async def translate(
             "invalid_field", "Alternatives are offered for format 'text' only.",
             parameter="num_alternatives", allowed=[0],
         )  # fmt: skip
+    terms = parse_terms(req.glossary, req.do_not_translate)
     await admit(st, caller, sum(len(t) for t in texts))
-    if req.format == "html":
-        svc.validate_texts(texts)
-        svc.validate_languages(req.source, req.target, req.model)
-        deadline = time.monotonic() + st.settings.request_timeout_s
-        results = [
-            await translate_html(
-                svc, t, req.source, req.target, opts, req.model, deadline, caller.subject
-            )
-            for t in texts
-        ]
-    else:
-        results = await svc.translate(
-            texts, req.source, req.target, opts, req.model, client=caller.subject
-        )
+    deadline = time.monotonic() + st.settings.request_timeout_s
+    results = await translate_texts(
+        svc, texts, req.source, req.target, opts, req.model, req.format == "html", terms,
+        deadline, caller.subject,
+    )  # fmt: skip
     models = sorted({r.engine.split(":", 1)[0] for r in results if r.engine})
     return TranslateResponse(
         translations=[_translation(r) for r in results],

@@ -140,6 +140,28 @@ def test_lt_html_translates_a_sentence_with_inline_tags_as_one_sentence(srv):
     assert r.status_code == 400 and "format 'text' only" in r.json()["error"]["message"]
 
 
+def test_glossary_and_do_not_translate_reach_the_output(srv):
+    """Through a real engine: every term is in the translation as asked, in both APIs and
+    in HTML; a term that cannot be kept is a 400 naming the field."""
+    text = "And Jesus said unto them, Follow me, and I will make you fishers of men."
+    body = {"text": text, "source": "en", "target": "de", "glossary": {"fishers": "Fischer"},
+            "do_not_translate": ["Jesus"]}  # fmt: skip
+    r = httpx.post(f"{srv.url}/v1/translate", json=body, timeout=60)
+    assert r.status_code == 200, r.text
+    out = r.json()["translations"][0]["text"]
+    assert "Fischer" in out and "Jesus" in out, out
+    lt = {"q": text, "source": "en", "target": "de", "glossary": {"fishers": "Fischer"},
+          "do_not_translate": ["Jesus"]}  # fmt: skip
+    r = httpx.post(f"{srv.url}/translate", json=lt, timeout=60)
+    assert r.status_code == 200 and r.json()["translatedText"] == out, r.text
+    doc = {**body, "text": f"<p>{text.replace('Jesus', '<b>Jesus</b>')}</p>", "format": "html"}
+    r = httpx.post(f"{srv.url}/v1/translate", json=doc, timeout=60)
+    html_out = r.json()["translations"][0]["text"]
+    assert "Fischer" in html_out and "Jesus" in html_out and html_out.count("<b>") == 1
+    r = httpx.post(f"{srv.url}/v1/translate", json={**body, "glossary": {"men": ""}}, timeout=60)
+    assert r.status_code == 400 and r.json()["error"]["parameter"] == "glossary", r.text
+
+
 def test_lt_errors_are_libretranslate_shaped(srv):
     r = httpx.post(f"{srv.url}/translate", data={"source": "en", "target": "de"})
     assert r.status_code == 400 and "'q'" in r.json()["error"]

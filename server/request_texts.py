@@ -1,0 +1,80 @@
+"""The texts of a ``/translate`` or ``/v1/translate`` request translated as its ``format``
+and terms say: plain texts through the service; an HTML text (``format=html``) whole, its
+blocks and attributes through the service, its inline markup kept in place
+(``server.markup``), the rest of the document written back as it was; the request's glossary
+and ``do_not_translate`` terms kept in either (``server.terms``)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+
+from .documents import html_document
+from .service import TextResult, TranslationService
+from .terms import Terms, translate_with_terms
+from .validation import Options
+
+
+async def translate_texts(
+    svc: TranslationService,
+    texts: list[str],
+    source: str,
+    target: str,
+    opts: Options,
+    model: str | None,
+    html: bool,
+    terms: Terms,
+    deadline: float,
+    client: str,
+) -> list[TextResult]:
+    """The request's texts translated, one result each, in order (the texts checked first:
+    the terms translated alone are not counted as texts)."""
+    svc.validate_texts(texts)
+    if html:
+        svc.validate_languages(source, target, model)
+        return [
+            await translate_html(svc, t, source, target, opts, model, deadline, client, terms)
+            for t in texts
+        ]
+
+    def translate(batch: list[str], src: str) -> Awaitable[list[TextResult]]:
+        return svc.translate(
+            batch, src, target, opts, model, limit_count=False, deadline=deadline, client=client
+        )
+
+    return await translate_with_terms(translate, texts, source, terms)
+
+
+async def translate_html(
+    svc: TranslationService,
+    doc: str,
+    source: str,
+    target: str,
+    opts: Options,
+    model: str | None,
+    deadline: float,
+    client: str,
+    terms: Terms | None = None,
+) -> TextResult:
+    """The document translated, as one result: ``source`` ``auto`` is detected on the whole
+    document's text (not per fragment); the engine is the one its texts went through; the
+    request's ``terms`` are kept in every text."""
+    document = html_document(doc)
+    if not document.texts:  # nothing to translate (nor to detect a language on)
+        return TextResult(doc, source)
+    confidence = None
+    if source == "auto":
+        guess = svc.detect(" ".join(document.texts), target, model)
+        source, confidence = guess.language, guess.confidence
+    if source == target:
+        return TextResult(doc, source, confidence)
+
+    def translate(texts: list[str], src: str) -> Awaitable[list[TextResult]]:
+        return svc.translate(
+            texts, src, target, opts, model, limit_count=False, deadline=deadline, client=client
+        )
+
+    results = await translate_with_terms(translate, document.texts, source, terms or Terms())
+    text = document.rebuild([r.text for r in results]).decode("utf-8")
+    engine = next((r.engine for r in results if r.engine), None)
+    warnings = sorted({w for r in results for w in r.warnings})
+    return TextResult(text, source, confidence, engine=engine, warnings=warnings)

@@ -1,0 +1,151 @@
+"""Terminology a request asks for (issue 48): ``glossary`` (a source term and the target term
+it must become) and ``do_not_translate`` (terms written as they are: names, products, code).
+
+A term is found in the source text (case-insensitive, on word boundaries, the longest first),
+the text is translated whole, and the words of the translation that render the term are found
+as an inline element's are (``server.markup.place``: the term as written, then the term
+translated alone, exactly or as the closest words, else its share of the sentence); the
+required term is written there, capitalised when the words it replaces were. The model never
+sees a placeholder it was not trained on, so a sentence reads as well as without the
+glossary; inflection is not handled: the term is written as given.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
+
+from .failures import InvalidRequest
+from .markup import Span, place
+from .service import TextResult
+
+MAX_TERMS = 200
+MAX_TERM_CHARS = 200
+
+Translate = Callable[[list[str], str], Awaitable[list[TextResult]]]  # texts, source
+
+
+@dataclass(frozen=True)
+class Terms:
+    """What a request asks of its terms: each source term (as given) and what it becomes."""
+
+    required: dict[str, str] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.required)
+
+
+def parse_terms(glossary: dict[str, str] | None, do_not_translate: list[str] | None) -> Terms:
+    """The request's terms, checked: 400 ``invalid_field`` naming what is wrong."""
+    required: dict[str, str] = {}
+    entries = [("glossary", s, t) for s, t in (glossary or {}).items()]
+    entries += [("do_not_translate", s, s) for s in do_not_translate or []]
+    if len(entries) > MAX_TERMS:
+        raise InvalidRequest(
+            "invalid_field", f"At most {MAX_TERMS} glossary and do_not_translate terms.",
+            parameter="glossary",
+        )  # fmt: skip
+    seen: dict[str, str] = {}
+    for name, source, target in entries:
+        term, wanted = source.strip(), target.strip()
+        if not term or not wanted or max(len(term), len(wanted)) > MAX_TERM_CHARS:
+            raise InvalidRequest(
+                "invalid_field",
+                f"Field {name!r}: every term must be 1 to {MAX_TERM_CHARS} characters "
+                f"(got {source!r}" + (f" -> {target!r})" if name == "glossary" else ")"),
+                parameter=name,
+            )
+        if seen.get(term.casefold(), wanted) != wanted:
+            raise InvalidRequest(
+                "invalid_field", f"Term {term!r} is given two renderings.", parameter=name
+            )
+        seen[term.casefold()] = wanted
+        required[term] = wanted
+    return Terms(required)
+
+
+@dataclass
+class TermUse:
+    """A term found in a text: ``span`` covers it, ``wanted`` is what it must become."""
+
+    span: Span
+    wanted: str
+
+
+def find_terms(text: str, terms: Terms) -> list[TermUse]:
+    """The terms in ``text``, the longest first, none overlapping another."""
+    uses: list[TermUse] = []
+    taken: list[tuple[int, int]] = []
+    for term in sorted(terms.required, key=len, reverse=True):
+        left = r"(?<!\w)" if term[0].isalnum() else ""
+        right = r"(?!\w)" if term[-1].isalnum() else ""
+        for m in re.finditer(left + re.escape(term) + right, text, re.IGNORECASE):
+            if all(m.end() <= a or m.start() >= b for a, b in taken):
+                taken.append(m.span())
+                uses.append(TermUse(Span(None, None, m.start(), m.end()), terms.required[term]))
+    return sorted(uses, key=lambda u: u.span.start)
+
+
+async def translate_with_terms(
+    translate: Translate, texts: list[str], source: str, terms: Terms
+) -> list[TextResult]:
+    """``translate(texts, source)`` with the terms kept. Each term found is also translated
+    alone, to find its words in the translation: with the texts when the source is given,
+    after them (in the language detected for each text) when it is ``auto``."""
+    uses = [find_terms(t, terms) for t in texts]
+    alone = [texts[i][u.span.start : u.span.end] for i, us in enumerate(uses) for u in us]
+    if not alone:
+        return await translate(texts, source)
+    if source != "auto":
+        results = await translate(texts + alone, source)
+        results, extra = results[: len(texts)], [r.text for r in results[len(texts) :]]
+    else:
+        results = await translate(texts, source)
+        extra = [""] * len(alone)
+        by_source: dict[str, list[int]] = {}  # the terms' slots, by their text's language
+        langs = [results[i].source for i, us in enumerate(uses) for _ in us]
+        for k, lang in enumerate(langs):
+            by_source.setdefault(lang, []).append(k)
+        for lang, slots in by_source.items():
+            done = await translate([alone[k] for k in slots], lang)
+            for k, r in zip(slots, done, strict=True):
+                extra[k] = r.text
+    slot = len(texts)
+    for us in uses:
+        for u in us:
+            u.span.text_slot = slot
+            slot += 1
+    translations = texts + extra
+    out = []
+    for text, result, us in zip(texts, results, uses, strict=True):
+        if not us or result.engine is None:  # nothing found, or nothing translated
+            out.append(result)
+            continue
+        alternatives = [replace(a, text=keep_terms(text, a.text, us, translations))
+                        for a in result.alternatives]  # fmt: skip
+        kept = keep_terms(text, result.text, us, translations)
+        out.append(replace(result, text=kept, alternatives=alternatives))
+    return out
+
+
+def keep_terms(source: str, target: str, uses: list[TermUse], translations: list[str]) -> str:
+    """``target`` (the translation of ``source``) with each term's words replaced by the term
+    it must become."""
+    placed = place(source, [u.span for u in uses], target, translations)
+    out, at = [], 0
+    for u in sorted(uses, key=lambda u: placed[id(u.span)].start):
+        where = placed[id(u.span)]
+        wanted = u.wanted
+        words = target[where.start : where.end]
+        if words[:1].isupper() and wanted[:1].islower():
+            wanted = wanted[0].upper() + wanted[1:]
+        gap = target[at : where.start]
+        if where.start == where.end:  # no words to replace: the term goes in between
+            pad_left = " " if gap and not gap[-1].isspace() else ""
+            pad_right = " " if target[where.end : where.end + 1].isalnum() else ""
+            wanted = pad_left + wanted + pad_right
+        out += [gap, wanted]
+        at = where.end
+    out.append(target[at:])
+    return "".join(out)
