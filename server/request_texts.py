@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable
 
-from .documents import html_document
+from .documents.plain import html_document
 from .service import TextResult, TranslationService
 from .terms import Terms, translate_with_terms
 from .validation import Options

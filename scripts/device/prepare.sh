@@ -37,7 +37,7 @@ case $PART in
         # of their requirements, less KINDS.md's list), and sentencepiece at CI's version
         packages=(pydantic pydantic-core pydantic-settings python-dotenv annotated-types
             typing-inspection py3langid pysbd sentencepiece fastapi starlette annotated-doc
-            opentelemetry-api uvicorn python-multipart)
+            opentelemetry-api uvicorn python-multipart polib)
         ;;
     *) echo "usage: $0 [train|serve]" >&2; exit 2 ;;
 esac

@@ -6,10 +6,14 @@ tests (test_server_files.py) translate through a real engine."""
 from __future__ import annotations
 
 import io
+import subprocess
 import zipfile
 from xml.etree import ElementTree as ET
 
-from server.documents import docx_document
+import pytest
+
+from server.documents import DocumentError, open_document
+from server.documents.office import docx_document
 
 W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
 R = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
@@ -104,3 +108,196 @@ def test_a_text_box_inside_a_paragraph_is_its_own_text():
     outer, inner = paragraphs(document.rebuild(["Texte extérieur.", "Boîte."]))
     assert [t.text for t in inner.iter(f"{{{W}}}t")] == ["Boîte."]
     assert [t.text for t in outer.iter(f"{{{W}}}t")] == ["Texte extérieur.", "Boîte."]
+
+
+A = "http://schemas.openxmlformats.org/drawingml/2006/main"
+P = "http://schemas.openxmlformats.org/presentationml/2006/main"
+
+
+def package(members: dict[str, str | bytes], stored: tuple[str, ...] = ()) -> bytes:
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, content in members.items():
+            z.writestr(name, content, zipfile.ZIP_STORED if name in stored else None)
+    return out.getvalue()
+
+
+def slide(text_xml: str) -> str:
+    return (
+        f'<?xml version="1.0" encoding="UTF-8"?><p:sld xmlns:a="{A}" xmlns:p="{P}"><p:cSld>'
+        f"<p:spTree><p:sp><p:txBody>{text_xml}</p:txBody></p:sp></p:spTree></p:cSld></p:sld>"
+    )
+
+
+def test_a_presentation_keeps_its_slides_order_and_formatting():
+    bold = '<a:r><a:rPr lang="en-US" b="1"/><a:t>Save</a:t></a:r>'
+    members = {
+        "[Content_Types].xml": "<Types/>",
+        "ppt/slides/slide10.xml": slide("<a:p><a:r><a:t>Tenth slide.</a:t></a:r></a:p>"),
+        "ppt/slides/slide2.xml": slide(
+            '<a:p><a:r><a:rPr lang="en-US"/><a:t>Click </a:t></a:r>' + bold
+            + '<a:r><a:rPr lang="en-GB" dirty="0"/><a:t> to keep your changes.</a:t></a:r>'
+            '<a:endParaRPr lang="en-US"/></a:p>'
+        ),
+        "ppt/notesSlides/notesSlide2.xml": slide("<a:p><a:r><a:t>A note.</a:t></a:r></a:p>"),
+        "ppt/media/image1.png": b"\x89PNG not really",
+    }  # fmt: skip
+    document = open_document("talk.pptx", package(members))
+    assert document.texts == [
+        "A note.", "Click Save to keep your changes.", "Save", "Tenth slide."
+    ]  # fmt: skip
+    table = {**TABLE, "A note.": "Une note.", "Tenth slide.": "Dixième diapositive."}
+    out = zipfile.ZipFile(io.BytesIO(document.rebuild([table[t] for t in document.texts])))
+    assert (
+        out.namelist() == list(members)
+        and out.read("ppt/media/image1.png") == b"\x89PNG not really"
+    )
+    root = ET.fromstring(out.read("ppt/slides/slide2.xml"))
+    p = next(root.iter(f"{{{A}}}p"))
+    texts = [
+        (r.find(f"{{{A}}}rPr").get("b"), r.find(f"{{{A}}}t").text) for r in p.iter(f"{{{A}}}r")
+    ]
+    assert texts == [(None, "Pour garder vos modifications, cliquez sur "), ("1", "Enregistrer"),
+                     (None, ".")]  # fmt: skip
+    assert list(p)[-1].tag == f"{{{A}}}endParaRPr"  # the paragraph's end mark stays last
+    assert b"Dixi\xc3\xa8me diapositive." in out.read("ppt/slides/slide10.xml")
+
+
+def test_a_word_documents_headers_and_footnotes_are_translated_too():
+    paragraph = "<w:p><w:r><w:t>Save</w:t></w:r></w:p>"
+    body = f'<w:document xmlns:w="{W}"><w:body>{paragraph}</w:body></w:document>'
+    header = f'<w:hdr xmlns:w="{W}"><w:p><w:r><w:t>A note.</w:t></w:r></w:p></w:hdr>'
+    data = package({"word/document.xml": body, "word/header1.xml": header})
+    document = open_document("a.docx", data)
+    assert document.texts == ["Save", "A note."]
+    out = zipfile.ZipFile(io.BytesIO(document.rebuild(["Enregistrer", "Une note."])))
+    assert b"Une note." in out.read("word/header1.xml")
+
+
+def epub(chapter: str) -> bytes:
+    opf = (
+        '<?xml version="1.0"?><package xmlns="http://www.idpf.org/2007/opf" version="3.0">'
+        '<metadata/><manifest><item id="c1" href="text/ch%201.xhtml" '
+        'media-type="application/xhtml+xml"/>'
+        '<item id="css" href="style.css" media-type="text/css"/>'
+        '</manifest><spine><itemref idref="c1"/></spine></package>'
+    )
+    container = (
+        '<?xml version="1.0"?><container version="1.0" '
+        'xmlns="urn:oasis:names:tc:opendocument:xmlns:container"><rootfiles>'
+        '<rootfile full-path="OEBPS/content.opf" media-type="application/oebps-package+xml"/>'
+        "</rootfiles></container>"
+    )
+    return package(
+        {
+            "mimetype": "application/epub+zip",
+            "META-INF/container.xml": container,
+            "OEBPS/content.opf": opf,
+            "OEBPS/text/ch 1.xhtml": chapter,
+            "OEBPS/style.css": "p { margin: 0 }",
+        },
+        stored=("mimetype",),
+    )
+
+
+def test_a_book_translates_its_chapters_as_html_and_stays_an_epub():
+    chapter = (
+        '<?xml version="1.0" encoding="utf-8"?>\n<!DOCTYPE html>\n'
+        '<html xmlns="http://www.w3.org/1999/xhtml"><head><title>Save</title></head>'
+        "<body><p>Click <b>Save</b> to keep your changes.</p></body></html>"
+    )
+    document = open_document("book.epub", epub(chapter))
+    assert document.texts == ["Save", "Click Save to keep your changes.", "Save"]
+    assert document.charged == len("Save") + len("Click Save to keep your changes.")
+    out = zipfile.ZipFile(io.BytesIO(document.rebuild([TABLE[t] for t in document.texts])))
+    first = out.infolist()[0]
+    assert first.filename == "mimetype" and first.compress_type == zipfile.ZIP_STORED
+    text = out.read("OEBPS/text/ch 1.xhtml").decode()
+    assert text.startswith('<?xml version="1.0" encoding="utf-8"?>\n<!DOCTYPE html>')
+    assert "<p>Pour garder vos modifications, cliquez sur <b>Enregistrer</b>.</p>" in text
+    assert out.read("OEBPS/style.css") == b"p { margin: 0 }"
+
+
+SRT = (
+    "1\r\n00:00:01,000 --> 00:00:03,500\r\nClick Save\r\nto keep your changes.\r\n\r\n"
+    "2\r\n00:00:04,000 --> 00:00:05,000\r\n<i>Save</i>\r\n"
+)
+
+
+def test_subtitles_keep_their_cues_and_timings_and_reflow_lines():
+    document = open_document("film.srt", SRT.encode())
+    assert document.texts == ["Click Save to keep your changes.", "Save"]
+    long = "Pour garder toutes vos modifications, cliquez tout de suite sur Enregistrer."
+    out = document.rebuild([long, "Enregistrer"]).decode()
+    assert out == (
+        "1\r\n00:00:01,000 --> 00:00:03,500\r\n"
+        "Pour garder toutes vos modifications,\r\ncliquez tout de suite sur Enregistrer.\r\n\r\n"
+        "2\r\n00:00:04,000 --> 00:00:05,000\r\n<i>Enregistrer</i>\r\n"
+    )
+    vtt = "WEBVTT\n\nNOTE kept\n\ncue-1\n00:01.000 --> 00:02.000 align:start\nTom &amp; Jerry\n"
+    document = open_document("film.vtt", vtt.encode())
+    assert document.texts == ["Tom & Jerry"]
+    assert document.rebuild(["Tom & Jerry !"]).decode() == vtt.replace("Jerry\n", "Jerry !\n")
+
+
+def test_gettext_catalogues_made_by_xgettext_pass_msgfmt(tmp_path):
+    source = tmp_path / "app.c"
+    source.write_text(
+        '#include <libintl.h>\n#define _(s) gettext(s)\n'
+        'void f(int n, char *name) {\n'
+        '  printf(_("Hello %s, you have %d new messages."), name, n);\n'
+        '  printf(ngettext("%d file", "%d files", n), n);\n'
+        '  printf(_("Save"));\n}\n'
+    )  # fmt: skip
+    pot = tmp_path / "app.pot"
+    run = lambda *cmd: subprocess.run(cmd, check=True, capture_output=True, cwd=tmp_path)  # noqa: E731
+    run("xgettext", "--keyword=_", "--keyword=ngettext:1,2", "-o", str(pot), str(source))
+    run("msginit", "--no-translator", "--locale=ru_RU.UTF-8", "-i", str(pot), "-o", "ru.po")
+    po = (tmp_path / "ru.po").read_bytes()
+    po = po.replace(b'msgid "Save"\nmsgstr ""', b'msgid "Save"\nmsgstr "Sohranit"')
+    document = open_document("ru.po", po)
+    assert document.texts == ["Hello %s, you have %d new messages.", "%d file", "%d files"]
+    # the model drops one placeholder, swaps the order of two, and invents one
+    out = document.rebuild(
+        ["Bonjour, vous avez %d nouveaux messages %s.", "%s fichier", "fichiers %d"]
+    )
+    (tmp_path / "out.po").write_bytes(out)
+    run("msgfmt", "--check", "-o", "/dev/null", "out.po")
+    catalogue = out.decode()
+    assert 'msgstr "Bonjour, vous avez %s nouveaux messages %d."' in catalogue
+    assert 'msgstr[0] "%d fichier"' in catalogue and 'msgstr[2] "fichiers %d"' in catalogue
+    assert catalogue.count("#, fuzzy, c-format") == 2
+    assert 'msgstr "Sohranit"' in catalogue  # a translation already there is kept
+
+
+def test_a_po_file_is_read_from_its_bytes_never_from_a_path_it_names():
+    with pytest.raises(DocumentError):
+        open_document("x.po", b"/etc/passwd")
+
+
+def test_packages_that_would_explode_are_refused(monkeypatch):
+    from server.documents import packages
+
+    monkeypatch.setattr(packages, "MAX_UNPACKED_BYTES", 1000)
+    big = package({"word/document.xml": "<w:document/>" + " " * 2000})
+    with pytest.raises(DocumentError, match="unpacks to more than"):
+        open_document("a.docx", big)
+    monkeypatch.setattr(packages, "MAX_MEMBERS", 2)
+    with pytest.raises(DocumentError, match="more than 2 parts"):
+        open_document("a.docx", package({f"p{i}": "" for i in range(3)}))
+    bomb = (
+        '<?xml version="1.0"?><!DOCTYPE d [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;">]>'
+        f'<w:document xmlns:w="{W}"><w:body><w:p><w:r><w:t>&b;</w:t></w:r></w:p></w:body>'
+        "</w:document>"
+    )
+    with pytest.raises(DocumentError, match="declares a DOCTYPE"):
+        open_document("a.docx", package({"word/document.xml": bomb}))
+    for name, data, message in (
+        ("a.docx", package({"word/other.xml": "<x/>"}), "no word/document.xml"),
+        ("a.epub", package({"mimetype": "application/epub+zip"}), "no XHTML"),
+        ("a.srt", b"no cues here", "no cue with a timing line"),
+        ("a.vtt", b"00:01.000 --> 00:02.000\nx", "must start with WEBVTT"),
+        ("a.pptx", b"not a zip", "not a PowerPoint presentation"),
+    ):
+        with pytest.raises(DocumentError, match=message):
+            open_document(name, data)

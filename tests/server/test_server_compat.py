@@ -12,6 +12,8 @@ import pytest
 from libretranslatepy import LibreTranslateAPI
 from prometheus_client.parser import text_string_to_metric_families
 
+from server.documents import FORMATS
+
 pytestmark = pytest.mark.integration
 
 EN = "And Jesus said unto them, Follow me."
@@ -401,7 +403,8 @@ def test_libretranslate_front_end_settings_and_suggestions(srv, keyed):
     assert settings["charLimit"] == srv.state.settings.max_chars_per_text
     assert settings["keyRequired"] is False and settings["apiKeys"] is False
     assert settings["suggestions"] is False and settings["filesTranslation"] is True
-    assert settings["supportedFilesFormat"] == [".txt", ".html", ".docx"]
+    assert settings["supportedFilesFormat"] == list(FORMATS)
+    assert {".txt", ".html", ".docx", ".pptx", ".epub", ".srt", ".vtt", ".po"} == set(FORMATS)
     assert settings["language"]["source"] == {"code": "auto", "name": "Auto Detect"}
     assert settings["language"]["target"]["code"] in srv.state.service.languages
     keyed_settings = httpx.get(f"{keyed.url}/frontend/settings", timeout=10).json()

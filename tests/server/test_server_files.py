@@ -5,10 +5,13 @@ and clear 4xx answers for files, languages and keys that do not fit."""
 from __future__ import annotations
 
 import io
+import subprocess
 import zipfile
 
 import httpx
 import pytest
+
+from server.documents import FORMATS
 
 pytestmark = pytest.mark.integration
 
@@ -75,9 +78,28 @@ def test_a_word_document_keeps_its_parts_and_runs(srv):
     assert "<w:t>   </w:t>" in xml  # a paragraph of spaces is left alone
 
 
+def test_subtitles_and_a_catalogue_come_back_whole(srv, tmp_path):
+    srt = b"1\n00:00:01,000 --> 00:00:03,000\nFollow me,\nand I will make you fishers.\n"
+    text = download(translate_file(srv.url, "film.srt", srt)).content.decode()
+    assert text.startswith("1\n00:00:01,000 --> 00:00:03,000\n") and "Follow me" not in text
+    po = (
+        b'msgid ""\nmsgstr ""\n"Content-Type: text/plain; charset=UTF-8\\n"\n'
+        b'"Plural-Forms: nplurals=2; plural=(n != 1);\\n"\n\n'
+        b'#, c-format\nmsgid "Follow me, %s."\nmsgstr ""\n'
+    )
+    out = download(translate_file(srv.url, "app.po", po)).content
+    (tmp_path / "app.po").write_bytes(out)
+    check = subprocess.run(["msgfmt", "--check", "-o", "/dev/null", "app.po"], cwd=tmp_path,
+                           capture_output=True, text=True)  # fmt: skip
+    assert check.returncode == 0, (check.stderr, out.decode())
+    assert b"#, fuzzy, c-format" in out and out.count(b"%s") == 2
+
+
 def test_files_that_do_not_fit_are_refused_clearly(srv, module_server):
+    r = translate_file(srv.url, "slides.odt", b"PK")
+    assert r.status_code == 400 and r.json()["details"]["allowed"] == list(FORMATS)
     r = translate_file(srv.url, "slides.pptx", b"PK")
-    assert r.status_code == 400 and r.json()["details"]["allowed"] == [".txt", ".html", ".docx"]
+    assert r.status_code == 400 and "not a PowerPoint presentation" in r.json()["error"]
     r = translate_file(srv.url, "broken.docx", b"not a zip")
     assert r.status_code == 400 and "not a Word document" in r.json()["error"]
     r = translate_file(srv.url, "notes.txt", "caf\xe9".encode("latin-1"))

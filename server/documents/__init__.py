@@ -1,0 +1,52 @@
+"""Documents translated whole: the texts of a file taken out in order, and the file written
+again with their translations in place (``POST /translate_file``; the HTML rules are also those
+of ``/translate`` and ``/v1/translate`` with ``format=html``). One module per kind of file:
+
+- ``plain``: .txt (each paragraph between blank lines is one text) and .html (each block one
+  text, its inline elements kept around their words: ``server.markup``);
+- ``office``: .docx and .pptx (each paragraph one text, stretches of other formatting placed
+  on their words), with the paragraphs of every part that holds text;
+- ``epub``: every XHTML content document of the book, as HTML;
+- ``subtitles``: .srt and .vtt (one cue one text, timings kept, lines re-flowed);
+- ``gettext``: .po (every empty msgstr filled and marked fuzzy, plural forms, placeholders
+  kept exactly).
+
+A package (zip) is opened within bounds (``packages``): too many members or too many bytes
+unpacked, or an XML part that declares entities, is refused as a ``DocumentError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .model import Document, DocumentError
+
+FORMATS = (".txt", ".html", ".docx", ".pptx", ".epub", ".srt", ".vtt", ".po")
+
+
+def open_document(filename: str, data: bytes) -> Document:
+    suffix = "." + filename.rsplit(".", 1)[-1].lower() if "." in filename else ""
+    readers: dict[str, Callable[[bytes], Document]] = _readers()
+    if suffix not in readers:
+        raise DocumentError(
+            f"{filename}: files of this kind are not translated ({', '.join(FORMATS)})"
+        )
+    return readers[suffix](data)
+
+
+def _readers() -> dict[str, Callable[[bytes], Document]]:
+    from . import epub, gettext, office, plain, subtitles
+
+    return {
+        ".txt": plain.text_file,
+        ".html": plain.html_file,
+        ".docx": office.docx_document,
+        ".pptx": office.pptx_document,
+        ".epub": epub.epub_document,
+        ".srt": subtitles.srt_document,
+        ".vtt": subtitles.vtt_document,
+        ".po": gettext.po_document,
+    }
+
+
+__all__ = ["FORMATS", "Document", "DocumentError", "open_document"]

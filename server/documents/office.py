@@ -1,0 +1,248 @@
+"""Office Open XML documents: .docx (the body, headers, footers, footnotes and endnotes) and
+.pptx (slides and speaker notes), each paragraph one text.
+
+A paragraph made only of formatted text (runs of text; in Word also hyperlinks, bookmarks and
+proofing marks) is written again stretch by stretch: each stretch of another formatting than
+the paragraph's own (bold, italic, a hyperlink, a style) is placed on the words of the
+translation that render it, as HTML's inline elements are (``server.markup.place``). Runs that
+differ only in language tags or proofing state are one stretch. Any other paragraph (tabs,
+breaks, fields, images, tracked changes) gets the translation in its first text, with that
+text's formatting. A text box's paragraphs are texts of their own.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import dataclass
+from xml.etree import ElementTree as ET
+
+from ..markup import Span, place
+from .model import Document, DocumentError
+from .packages import open_package, parse_xml, read_member, rewrite_package, xml_bytes
+
+XML_SPACE = "{http://www.w3.org/XML/1998/namespace}space"
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """How one Office format writes paragraphs, runs and their formatting."""
+
+    ns: str
+    paragraph_parts: frozenset[str]  # what a paragraph of formatted text alone holds
+    run_parts: frozenset[str]  # what a run of text holds
+    link: str | None  # the element that holds a hyperlink's runs (Word), if any
+    marks: frozenset[str]  # paragraph children dropped when it is written again (proofing)
+    not_formatting: frozenset[str]  # run properties (children or attributes) no reader sees
+
+    def tag(self, name: str) -> str:
+        return f"{{{self.ns}}}{name}"
+
+
+WORD = Dialect(
+    ns="http://schemas.openxmlformats.org/wordprocessingml/2006/main",
+    paragraph_parts=frozenset(
+        {"pPr", "r", "hyperlink", "bookmarkStart", "bookmarkEnd", "proofErr"}
+    ),
+    run_parts=frozenset({"rPr", "t", "lastRenderedPageBreak"}),
+    link="hyperlink",
+    marks=frozenset({"proofErr"}),
+    not_formatting=frozenset({"lang", "noProof", "rtl", "cs"}),
+)
+DRAWING = Dialect(  # PowerPoint's text: DrawingML
+    ns="http://schemas.openxmlformats.org/drawingml/2006/main",
+    paragraph_parts=frozenset({"pPr", "r", "endParaRPr"}),
+    run_parts=frozenset({"rPr", "t"}),
+    link=None,  # a DrawingML link is a run property (hlinkClick)
+    marks=frozenset(),
+    not_formatting=frozenset({"lang", "altLang", "dirty", "err", "noProof", "smtClean"}),
+)
+WORD_PARTS = re.compile(r"word/(document|header\d*|footer\d*|footnotes|endnotes)\.xml")
+SLIDE_PARTS = re.compile(r"ppt/(slides/slide|notesSlides/notesSlide)\d+\.xml")
+
+
+def docx_document(data: bytes) -> Document:
+    return office_document(data, "Word document", WORD_PARTS, "word/document.xml", WORD)
+
+
+def pptx_document(data: bytes) -> Document:
+    return office_document(data, "PowerPoint presentation", SLIDE_PARTS, None, DRAWING)
+
+
+def office_document(
+    data: bytes, kind: str, parts: re.Pattern[str], required: str | None, dialect: Dialect
+) -> Document:
+    package = open_package(data, kind)
+    names = sorted((n for n in package.namelist() if parts.fullmatch(n)), key=_natural)
+    if (required and required not in names) or not names:
+        raise DocumentError(f"not a {kind} (no {required or parts.pattern} inside)")
+    texts: list[str] = []
+    read = []
+    for name in names:
+        root, namespaces = parse_xml(read_member(package, name, kind), name, kind)
+        paragraphs = [Paragraph(p, texts, dialect) for p in root.iter(dialect.tag("p"))]
+        read.append((name, root, namespaces, [p for p in paragraphs if p.slot >= 0]))
+    characters = sum(len(texts[p.slot]) for *_, ps in read for p in ps)
+
+    def rebuild(translations: list[str]) -> bytes:
+        if len(translations) != len(texts):
+            raise ValueError(f"{len(translations)} translations for {len(texts)} texts")
+        replaced = {}
+        for name, root, namespaces, paragraphs in read:
+            for paragraph in paragraphs:
+                paragraph.write(translations)
+            replaced[name] = xml_bytes(root, namespaces)
+        return rewrite_package(package, replaced)
+
+    return Document(texts, rebuild, characters)
+
+
+@dataclass
+class Stretch:
+    """Consecutive runs of one formatting, in the paragraph or in one hyperlink."""
+
+    key: str
+    link: ET.Element | None
+    run: ET.Element  # its first run: what the runs written for it are copied from
+    text: str
+
+
+class Paragraph:
+    """A paragraph: its text, one of the document's ``texts`` (``slot`` -1: nothing to
+    translate), with its stretches of other formatting as spans placed on the translation."""
+
+    def __init__(self, paragraph: ET.Element, texts: list[str], dialect: Dialect) -> None:
+        self.paragraph, self.d = paragraph, dialect
+        t_tag = dialect.tag("t")
+        self.own = [t for t in paragraph.iter(t_tag) if _owner(paragraph, t, dialect)]
+        self.text = "".join(t.text or "" for t in self.own)
+        self.slot = -1
+        self.spans: list[tuple[Span, Stretch]] = []
+        if not self.text.strip():
+            return
+        self.slot = len(texts)
+        texts.append(self.text)
+        stretches = self._stretches()
+        if not stretches:
+            return
+        chars: dict[str, int] = {}
+        for st in stretches:
+            chars[st.key] = chars.get(st.key, 0) + len(st.text)
+        base = max(chars, key=lambda k: chars[k])  # the paragraph's own formatting
+        self.base = next(st for st in stretches if st.key == base)
+        at = 0
+        for st in stretches:
+            if st.key != base and st.text.strip():
+                span = Span(None, None, at, at + len(st.text))
+                span.text_slot = len(texts)
+                texts.append(st.text.strip())
+                self.spans.append((span, st))
+            at += len(st.text)
+
+    def _stretches(self) -> list[Stretch]:
+        """The paragraph's stretches, or none when it is not only formatted text."""
+        d, stretches = self.d, list[Stretch]()
+        for child in self.paragraph:
+            if (
+                not child.tag.startswith(f"{{{d.ns}}}")
+                or _local(child.tag) not in d.paragraph_parts
+            ):
+                return []
+            link = child if d.link and child.tag == d.tag(d.link) else None
+            runs = list(child) if link is not None else [child] if child.tag == d.tag("r") else []
+            for run in runs:
+                if _local(run.tag) in d.marks:
+                    continue
+                if run.tag != d.tag("r") or any(_local(p.tag) not in d.run_parts for p in run):
+                    return []
+                text = "".join(t.text or "" for t in run.iter(d.tag("t")))
+                key = self._formatting(run) + (f"@{id(link)}" if link is not None else "")
+                if stretches and stretches[-1].key == key:
+                    stretches[-1].text += text
+                elif text:
+                    stretches.append(Stretch(key, link, run, text))
+        return stretches
+
+    def _formatting(self, run: ET.Element) -> str:
+        props = run.find(self.d.tag("rPr"))
+        if props is None:
+            return ""
+        kept = copy.deepcopy(props)
+        for part in list(kept):
+            if _local(part.tag) in self.d.not_formatting:
+                kept.remove(part)
+        for name in list(kept.attrib):
+            if _local(name) in self.d.not_formatting:
+                del kept.attrib[name]
+        return ET.tostring(kept, encoding="unicode")
+
+    def write(self, translations: list[str]) -> None:
+        target = translations[self.slot]
+        if not self.spans:  # one formatting (or not only text): all in the first text
+            self._set_text(self.own[0], target)
+            for t in self.own[1:]:
+                t.text = ""
+            return
+        placed = place(self.text, [s for s, _ in self.spans], target, translations)
+        pieces: list[tuple[Stretch, str]] = []
+        at = 0
+        for span, st in sorted(self.spans, key=lambda x: placed[id(x[0])].start):
+            where = placed[id(span)]
+            pieces += [(self.base, target[at : where.start]), (st, target[where.start : where.end])]
+            at = where.end
+        pieces.append((self.base, target[at:]))
+        self._replace_runs(pieces)
+
+    def _set_text(self, t: ET.Element, text: str) -> None:
+        t.text = text
+        if self.d is WORD:  # Word drops a text's edge spaces unless told to keep them
+            t.set(XML_SPACE, "preserve")
+
+    def _replace_runs(self, pieces: list[tuple[Stretch, str]]) -> None:
+        d = self.d
+        text_parts = {d.tag("r")} | {d.tag(m) for m in d.marks}
+        if d.link:
+            text_parts.add(d.tag(d.link))
+        children = list(self.paragraph)
+        first = next(k for k, c in enumerate(children) if c.tag in text_parts)
+        for child in children:
+            if child.tag in text_parts:
+                self.paragraph.remove(child)
+        written: list[ET.Element] = []
+        links_used: set[int] = set()
+        for st, text in pieces:
+            if not text:
+                continue
+            run = copy.deepcopy(st.run)
+            for part in list(run):
+                if part.tag != d.tag("rPr"):
+                    run.remove(part)
+            self._set_text(ET.SubElement(run, d.tag("t")), text)
+            if st.link is None:
+                written.append(run)
+                continue
+            # a hyperlink's first stretch goes in it; another (it held two formattings) in a copy
+            link = copy.deepcopy(st.link) if id(st.link) in links_used else st.link
+            links_used.add(id(st.link))
+            for part in list(link):
+                link.remove(part)
+            link.append(run)
+            written.append(link)
+        for k, element in enumerate(written):
+            self.paragraph.insert(first + k, element)
+
+
+def _owner(paragraph: ET.Element, t: ET.Element, dialect: Dialect) -> bool:
+    """Whether ``t`` is the paragraph's own text, not that of a paragraph nested in it (a
+    text box)."""
+    nested = [p for p in paragraph.iter(dialect.tag("p")) if p is not paragraph]
+    return not any(t in set(p.iter()) for p in nested)
+
+
+def _local(tag: str) -> str:
+    return tag.rsplit("}", 1)[-1]
+
+
+def _natural(name: str) -> list[int | str]:
+    """slide2 before slide10."""
+    return [int(x) if x.isdigit() else x for x in re.split(r"(\d+)", name)]
