@@ -1,18 +1,21 @@
 """``POST /translate_file`` and ``GET /download_file/{name}`` (LibreTranslate compatible): a
-.txt, .html or .docx file translated whole (``server.documents``), kept for download for
+file translated whole (``server.documents``: the kinds in ``FORMATS``), kept for download for
 ``files_ttl_s`` under a random name, and answered with its URL, as LibreTranslate does.
 
 The request is a multipart form: ``file``, ``source`` (a code or ``auto``), ``target``,
-``api_key``. The caller, limits, languages and texts are checked as for ``/translate``;
-the characters counted are those of the file's texts.
+``api_key``, and LSMT's ``glossary`` and ``do_not_translate`` (JSON: an object, a list). The
+caller, limits, languages and texts are checked as for ``/translate``; the characters counted
+are those of the file's texts.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import secrets
 import tempfile
 import time
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +28,9 @@ from ..dependencies import ServiceDep, StateDep
 from ..documents import FORMATS, DocumentError, open_document
 from ..errors import ApiError, bad_request
 from ..schemas import LT_TRANSLATE_ERRORS, LTFileResponse
+from ..service import TextResult
 from ..state import AppState
+from ..terms import parse_terms, translate_with_terms
 
 router = APIRouter(tags=["LibreTranslate compatible"])
 STORED_NAME = re.compile(r"^[0-9a-f]{32}\.[^/\\]{1,200}$")  # what translate_file writes
@@ -50,6 +55,14 @@ FILE_FORM = {
                         "source": {"type": "string", "description": "Language code or auto"},
                         "target": {"type": "string", "description": "Language code"},
                         "api_key": {"type": "string", "description": "API key"},
+                        "glossary": {
+                            "type": "string",
+                            "description": "JSON object: source term -> target term (LSMT)",
+                        },
+                        "do_not_translate": {
+                            "type": "string",
+                            "description": "JSON list of terms kept as they are (LSMT)",
+                        },
                     },
                 }
             }
@@ -60,7 +73,7 @@ FILE_FORM = {
 
 @router.post(
     "/translate_file",
-    summary="Translate a file (LibreTranslate compatible: .txt, .html, .docx)",
+    summary="Translate a file (LibreTranslate compatible; " + ", ".join(FORMATS) + ")",
     responses={200: {"model": LTFileResponse}, **LT_TRANSLATE_ERRORS},
     openapi_extra=FILE_FORM,
 )
@@ -81,6 +94,9 @@ async def translate_file(request: Request, st: StateDep, svc: ServiceDep) -> JSO
         document = open_document(upload.filename, await upload.read())
     except DocumentError as exc:
         raise bad_request("unsupported_file", str(exc), allowed=list(FORMATS)) from None
+    terms = parse_terms(
+        _json_field(form, "glossary", dict), _json_field(form, "do_not_translate", list)
+    )
     svc.validate_texts(document.texts, limit_count=False)
     svc.validate_languages(source, target, None)
     await admit(st, caller, document.charged)
@@ -88,10 +104,14 @@ async def translate_file(request: Request, st: StateDep, svc: ServiceDep) -> JSO
     if document.texts:
         deadline = time.monotonic() + st.settings.request_timeout_s
         opts = svc.validate_options(None, 0, None)
-        results = await svc.translate(
-            document.texts, source, target, opts, limit_count=False, deadline=deadline,
-            client=caller.subject,
-        )  # fmt: skip
+
+        def translate(texts: list[str], src: str) -> Awaitable[list[TextResult]]:
+            return svc.translate(
+                texts, src, target, opts, limit_count=False, deadline=deadline,
+                client=caller.subject,
+            )  # fmt: skip
+
+        results = await translate_with_terms(translate, document.texts, source, terms)
         translations = [r.text for r in results]
     name = f"{secrets.token_hex(16)}.{Path(upload.filename).name}"
     _forget_old_files(files_dir(st), st.settings.files_ttl_s)
@@ -118,6 +138,21 @@ def _field(form: Any, name: str) -> str:
     if not isinstance(value, str) or not value:
         raise bad_request("missing_field", f"Field {name!r} is required.", parameter=name)
     return value
+
+
+def _json_field(form: Any, name: str, kind: type) -> Any:
+    """An optional form field holding JSON of ``kind`` (the glossary's object, a list)."""
+    value = form.get(name)
+    if value is None or value == "":
+        return None
+    try:
+        parsed = json.loads(value) if isinstance(value, str) else None
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, kind):
+        shape = "an object of terms" if kind is dict else "a list of terms"
+        raise bad_request("invalid_field", f"Field {name!r} must be JSON: {shape}.", parameter=name)
+    return parsed
 
 
 def _forget_old_files(root: Path, ttl_s: float) -> None:

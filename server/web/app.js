@@ -1,6 +1,7 @@
 // The translation page. It only uses the public API: /v1/languages for the pickers,
-// /v1/models for the route's engine state, /v1/translate to translate. URLs are relative, so
-// the page also works behind a reverse proxy that serves the server under a path prefix.
+// /v1/models for the route's engine state, /v1/translate to translate, LibreTranslate's
+// /frontend/settings and /translate_file for files. URLs are relative, so the page also works
+// behind a reverse proxy that serves the server under a path prefix.
 "use strict";
 
 (() => {
@@ -24,6 +25,12 @@
     error: $("error"),
     settings: $("settings"),
     apiKey: $("api-key"),
+    glossary: $("glossary"),
+    glossaryBox: $("glossary-box"),
+    file: $("file"),
+    fileKinds: $("file-kinds"),
+    translateFile: $("translate-file"),
+    fileResult: $("file-result"),
   };
   const AUTO = "auto";
   const KEY_STORE = "lsmt.apiKey";
@@ -75,7 +82,10 @@
     const key = el.apiKey.value.trim();
     if (key) headers["X-API-Key"] = key;
     const init = { headers };
-    if (body !== undefined) {
+    if (body instanceof FormData) {
+      init.method = "POST"; // the browser sets the multipart content type with its boundary
+      init.body = body;
+    } else if (body !== undefined) {
       init.method = "POST";
       headers["Content-Type"] = "application/json";
       init.body = JSON.stringify(body);
@@ -293,10 +303,49 @@
     updateSwap();
   }
 
+  // The glossary box: "source = target" lines are the glossary, a term alone is kept as it
+  // is. A line with "=" but an empty side is the user's mistake: said, not sent.
+  function readGlossary() {
+    const glossary = {};
+    const keep = [];
+    for (const [i, raw] of el.glossary.value.split("\n").entries()) {
+      const line = raw.trim();
+      if (!line) continue;
+      const at = line.indexOf("=");
+      if (at < 0) {
+        keep.push(line);
+        continue;
+      }
+      const term = line.slice(0, at).trim();
+      const rendering = line.slice(at + 1).trim();
+      if (!term || !rendering) {
+        throw new ApiFailure(0, "glossary", `Glossary line ${i + 1}: write "source term = target term", or a term alone.`);
+      }
+      glossary[term] = rendering;
+    }
+    const terms = {};
+    if (Object.keys(glossary).length) terms.glossary = glossary;
+    if (keep.length) terms.do_not_translate = keep;
+    return terms;
+  }
+
+  function glossaryFailed(err) {
+    showError(err.message);
+    el.glossaryBox.open = true;
+    el.glossary.focus();
+  }
+
   async function translate() {
     if (busy || el.translate.disabled) return;
     const target = el.target.value;
-    const body = { text: el.text.value, source: el.source.value, target };
+    let terms;
+    try {
+      terms = readGlossary();
+    } catch (err) {
+      glossaryFailed(err);
+      return;
+    }
+    const body = { text: el.text.value, source: el.source.value, target, ...terms };
     const n = Number.parseInt(el.numAlternatives.value, 10);
     if (!Number.isNaN(n) && n !== 0) body.num_alternatives = n;
     clearError();
@@ -316,6 +365,46 @@
       stopPolling();
       setBusy(false);
       refreshEngine();
+    }
+  }
+
+  async function translateFile() {
+    const file = el.file.files[0];
+    if (!file) {
+      showError("Choose a file to translate.");
+      return;
+    }
+    let terms;
+    try {
+      terms = readGlossary();
+    } catch (err) {
+      glossaryFailed(err);
+      return;
+    }
+    const form = new FormData();
+    form.append("file", file);
+    form.append("source", el.source.value);
+    form.append("target", el.target.value);
+    if (terms.glossary) form.append("glossary", JSON.stringify(terms.glossary));
+    if (terms.do_not_translate) form.append("do_not_translate", JSON.stringify(terms.do_not_translate));
+    clearError();
+    el.fileResult.hidden = true;
+    el.translateFile.disabled = true;
+    el.translateFile.textContent = "Translating…";
+    try {
+      const data = await call("translate_file", form);
+      const link = document.createElement("a");
+      link.href = data.translatedFileUrl;
+      link.id = "file-link";
+      link.download = file.name;
+      link.textContent = `Download ${file.name} translated`;
+      el.fileResult.replaceChildren(link);
+      el.fileResult.hidden = false;
+    } catch (err) {
+      showError(err.message);
+    } finally {
+      el.translateFile.disabled = false;
+      el.translateFile.textContent = "Translate file";
     }
   }
 
@@ -390,6 +479,7 @@
     });
     el.swap.addEventListener("click", swap);
     el.copy.addEventListener("click", copy);
+    el.translateFile.addEventListener("click", translateFile);
 
     let catalogue;
     try {
@@ -413,6 +503,14 @@
     el.source.disabled = false;
     el.target.disabled = false;
     el.translate.disabled = false;
+    try {
+      const kinds = (await call("frontend/settings")).supportedFilesFormat || [];
+      el.file.accept = kinds.join(",");
+      el.fileKinds.textContent = kinds.join(", ");
+      el.translateFile.disabled = kinds.length === 0;
+    } catch {
+      /* without the settings the file box stays off; text translation works */
+    }
     document.body.dataset.ready = "true"; // the pickers are filled (tests wait for this)
     updateSwap();
     refreshUntilSettled();

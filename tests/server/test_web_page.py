@@ -17,6 +17,8 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
+from server.documents import FORMATS
+
 pytestmark = pytest.mark.integration
 
 EN = "And Jesus said unto them, Follow me."
@@ -208,6 +210,35 @@ def test_translate_button_matches_the_api(page, srv, api, tmp_path):
     assert page.locator("#output").get_attribute("lang") == "de"
     page.screenshot(path=tmp_path / "web_page.png", full_page=True)
     assert (tmp_path / "web_page.png").stat().st_size > 10_000
+
+
+def test_glossary_box_and_a_file(page, srv, tmp_path):
+    """The glossary box reaches the translation (and a malformed line is said, not sent); a
+    file picked on the page comes back translated with its layout, ready to download."""
+    open_page(page, srv)
+    pick(page, "en", "de")
+    page.click("#glossary-box summary")
+    page.fill("#glossary", "fishers = Fischer\nJesus")
+    page.fill("#text", "And Jesus said unto them, Follow me, and I will make you fishers of men.")
+    page.click("#translate")
+    out = output_of(page)
+    assert "Fischer" in out and "Jesus" in out, out
+    page.fill("#glossary", " = Fischer")
+    page.click("#translate")
+    expect(page.locator("#error")).to_contain_text("Glossary line 1")
+    page.fill("#glossary", "Jesus")
+    page.click("#files summary")
+    assert page.locator("#file").get_attribute("accept") == ",".join(FORMATS)
+    srt = tmp_path / "film.srt"
+    srt.write_text("1\n00:00:01,000 --> 00:00:02,000\nAnd Jesus said unto them, Follow me.\n")
+    page.set_input_files("#file", str(srt))
+    page.click("#translate-file")
+    link = page.locator("#file-link")
+    expect(link).to_be_visible()
+    got = httpx.get(link.get_attribute("href"), timeout=30)
+    assert got.status_code == 200, got.text
+    assert got.text.startswith("1\n00:00:01,000 --> 00:00:02,000\n") and "Jesus" in got.text
+    assert "Follow me" not in got.text
 
 
 def test_ctrl_enter_translates(page, srv, api):
