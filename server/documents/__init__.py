@@ -6,6 +6,8 @@ of ``/translate`` and ``/v1/translate`` with ``format=html``). One module per ki
   text, its inline elements kept around their words: ``server.markup``);
 - ``office``: .docx and .pptx (each paragraph one text, stretches of other formatting placed
   on their words), with the paragraphs of every part that holds text;
+- ``opendocument``: .odt and .odp (each paragraph and heading one text, spans and links
+  placed on their words);
 - ``epub``: every XHTML content document of the book, as HTML;
 - ``subtitles``: .srt and .vtt (one cue one text, timings kept, lines re-flowed);
 - ``gettext``: .po (every empty msgstr filled and marked fuzzy, plural forms, placeholders
@@ -21,7 +23,7 @@ from collections.abc import Callable
 
 from .model import Document, DocumentError
 
-FORMATS = (".txt", ".html", ".docx", ".pptx", ".epub", ".srt", ".vtt", ".po")
+FORMATS = (".txt", ".html", ".docx", ".pptx", ".odt", ".odp", ".epub", ".srt", ".vtt", ".po")
 
 
 def open_document(filename: str, data: bytes) -> Document:
@@ -35,13 +37,15 @@ def open_document(filename: str, data: bytes) -> Document:
 
 
 def _readers() -> dict[str, Callable[[bytes], Document]]:
-    from . import epub, gettext, office, plain, subtitles
+    from . import epub, gettext, office, opendocument, plain, subtitles
 
     return {
         ".txt": plain.text_file,
         ".html": plain.html_file,
         ".docx": office.docx_document,
         ".pptx": office.pptx_document,
+        ".odt": opendocument.odt_document,
+        ".odp": opendocument.odp_document,
         ".epub": epub.epub_document,
         ".srt": subtitles.srt_document,
         ".vtt": subtitles.vtt_document,

@@ -301,3 +301,55 @@ def test_packages_that_would_explode_are_refused(monkeypatch):
     ):
         with pytest.raises(DocumentError, match=message):
             open_document(name, data)
+
+
+T = "urn:oasis:names:tc:opendocument:xmlns:text:1.0"
+OFFICE = "urn:oasis:names:tc:opendocument:xmlns:office:1.0"
+XLINK = "http://www.w3.org/1999/xlink"
+
+
+def odt(body: str) -> bytes:
+    content = (
+        f'<?xml version="1.0" encoding="UTF-8"?><office:document-content xmlns:office="{OFFICE}" '
+        f'xmlns:text="{T}" xmlns:xlink="{XLINK}"><office:body><office:text>{body}'
+        "</office:text></office:body></office:document-content>"
+    )
+    return package(
+        {
+            "mimetype": "application/vnd.oasis.opendocument.text",
+            "content.xml": content,
+            "styles.xml": "<styles/>",
+        },
+        stored=("mimetype",),
+    )
+
+
+def test_an_opendocument_keeps_its_spans_and_links_on_their_words():
+    body = (
+        '<text:h text:outline-level="1">A note.</text:h>'
+        '<text:p text:style-name="P1"><text:bookmark text:name="b1"/>Click<text:s/>'
+        '<text:span text:style-name="Bold">Save</text:span> to keep '
+        '<text:a xlink:href="https://x.org">your changes</text:a>.</text:p>'
+        "<text:p>Tab<text:tab/>stop<text:note><text:note-body><text:p>Save</text:p>"
+        "</text:note-body></text:note></text:p>"
+    )
+    document = open_document("letter.odt", odt(body))
+    assert document.texts == [
+        "A note.", "Click Save to keep your changes.", "Save", "your changes", "Tabstop", "Save"
+    ]  # fmt: skip
+    table = {**TABLE, "A note.": "Une note.", "Tabstop": "Tabulation"}
+    out = zipfile.ZipFile(io.BytesIO(document.rebuild([table[t] for t in document.texts])))
+    assert out.infolist()[0].filename == "mimetype" and out.read("styles.xml") == b"<styles/>"
+    root = ET.fromstring(out.read("content.xml"))
+    heading, sentence, tabbed, note = root.iter(f"{{{T}}}h"), *root.iter(f"{{{T}}}p")
+    assert next(heading).text == "Une note."
+    pieces = [(c.tag.split("}")[1], c.text, c.tail) for c in sentence]
+    assert pieces == [
+        ("bookmark", None, "Pour garder "),
+        ("a", "vos modifications", ", cliquez sur "),
+        ("span", "Enregistrer", "."),
+    ]
+    assert sentence[2].get(f"{{{T}}}style-name") == "Bold"
+    assert sentence[1].get(f"{{{XLINK}}}href") == "https://x.org"
+    assert tabbed.text == "Tabulation" and tabbed.find(f"{{{T}}}tab") is not None
+    assert note.text == "Enregistrer"  # a footnote is a text of its own

@@ -404,7 +404,8 @@ def test_libretranslate_front_end_settings_and_suggestions(srv, keyed):
     assert settings["keyRequired"] is False and settings["apiKeys"] is False
     assert settings["suggestions"] is False and settings["filesTranslation"] is True
     assert settings["supportedFilesFormat"] == list(FORMATS)
-    assert {".txt", ".html", ".docx", ".pptx", ".epub", ".srt", ".vtt", ".po"} == set(FORMATS)
+    kinds = {".txt", ".html", ".docx", ".pptx", ".odt", ".odp", ".epub", ".srt", ".vtt", ".po"}
+    assert set(FORMATS) == kinds
     assert settings["language"]["source"] == {"code": "auto", "name": "Auto Detect"}
     assert settings["language"]["target"]["code"] in srv.state.service.languages
     keyed_settings = httpx.get(f"{keyed.url}/frontend/settings", timeout=10).json()
