@@ -29,7 +29,7 @@ from __future__ import annotations
 import html
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 
@@ -230,19 +230,33 @@ class Unit:
     slot: int  # the unit's translation, in the document's texts
 
 
+def html_text(text: str) -> str:
+    """Translated text as HTML text."""
+    return html.escape(text, quote=False)
+
+
 class HtmlDocument:
     """An HTML document's texts, in order (units, the texts of their inline elements,
     attributes), and the document written again with their translations in place.
 
     ``characters`` counts what a caller is charged for: the units and attributes, not the
-    elements' texts translated a second time to place them."""
+    elements' texts translated a second time to place them.
 
-    def __init__(self, doc: str) -> None:
+    Another markup read into the same tokens (Markdown: ``server.documents.markdown``) gives
+    them as ``tokens``, with how its translated text is written (``escape``)."""
+
+    def __init__(
+        self,
+        doc: str,
+        tokens: list[Token] | None = None,
+        escape: Callable[[str], str] = html_text,
+    ) -> None:
         self.texts: list[str] = []
         self.characters = 0
         self.pieces: list[str | Unit | tuple[Token, dict[str, int]]] = []
         self.methods: Counter[str] = Counter()
-        tokens = tokenize(doc)
+        self.escape = escape
+        tokens = tokenize(doc) if tokens is None else tokens
         unit: list[Token | Span] = []
         i = 0
         while i < len(tokens):
@@ -347,7 +361,7 @@ class HtmlDocument:
             out, at = [], lo
             for span in sorted(spans, key=lambda s: (placed[id(s)].start, placed[id(s)].end)):
                 where = placed[id(span)]
-                out.append(html.escape(target[at : where.start], quote=False))
+                out.append(self.escape(target[at : where.start]))
                 if span.open is not None:
                     out.append(_with_attributes(span.open, span.attr_slots, translations))
                 if span.inner is not None:
@@ -357,7 +371,7 @@ class HtmlDocument:
                 if span.close is not None:
                     out.append(span.close.raw)
                 at = where.end
-            out.append(html.escape(target[at:hi], quote=False))
+            out.append(self.escape(target[at:hi]))
             return "".join(out)
 
         return unit.lead + render(0, len(target), unit.spans) + unit.trail

@@ -11,7 +11,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from server.documents import html_document
+from server.documents.plain import html_document
 from server.markup import HtmlDocument
 
 
