@@ -203,6 +203,9 @@ class Span:
     start: int = 0
     end: int = 0
     void: bool = False  # an element without content (<img>): placed between words
+    # spaces around it in the source (an element with no words of its own keeps them)
+    space_before: bool = False
+    space_after: bool = False
     inner: str | None = None  # a kept element's content, written back as it was
     kept_text: str = ""  # and its text, which the sentence reads
     children: list[Span] = field(default_factory=list)
@@ -362,6 +365,9 @@ class HtmlDocument:
             for span in sorted(spans, key=lambda s: (placed[id(s)].start, placed[id(s)].end)):
                 where = placed[id(span)]
                 out.append(self.escape(target[at : where.start]))
+                empty = where.start == where.end
+                if empty and span.space_before and where.start > 0:
+                    out.append("" if target[where.start - 1].isspace() else " ")
                 if span.open is not None:
                     out.append(_with_attributes(span.open, span.attr_slots, translations))
                 if span.inner is not None:
@@ -370,6 +376,8 @@ class HtmlDocument:
                     out.append(render(where.start, where.end, span.children))
                 if span.close is not None:
                     out.append(span.close.raw)
+                if empty and span.space_after and where.end < len(target):
+                    out.append("" if target[where.end].isspace() else " ")
                 at = where.end
             out.append(self.escape(target[at:hi]))
             return "".join(out)
@@ -591,21 +599,27 @@ def _plain_text(items: list[Token | Span]) -> tuple[str, list[Span]]:
     chars: list[str] = []
     top: list[Span] = []
     stack: list[Span] = []
+    waiting: list[Span] = []  # spans that learn from the next character whether a space follows
 
     def add(text: str) -> None:
         for c in HTML_SPACE.sub(" ", text):
             if c != " " or (chars and chars[-1] != " "):
                 chars.append(c)
+            for span in waiting:
+                span.space_after = c.isspace()
+            waiting.clear()
 
     def attach(span: Span) -> None:
+        span.space_before = bool(chars) and chars[-1] == " "
+        waiting.append(span)
         (stack[-1].children if stack else top).append(span)
 
     for item in items:
         if isinstance(item, Span):  # a kept element: its text is part of the sentence
             item.start = len(chars)
+            attach(item)
             add(item.kept_text)
             item.end = len(chars)
-            attach(item)
         elif item.kind == "text":
             add(item.text)
         elif item.kind == "end":

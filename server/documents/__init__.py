@@ -4,6 +4,8 @@ of ``/translate`` and ``/v1/translate`` with ``format=html``). One module per ki
 
 - ``plain``: .txt (each paragraph between blank lines is one text) and .html (each block one
   text, its inline elements kept around their words: ``server.markup``);
+- ``markdown``: .md (each paragraph, heading, list item and table cell one text, its inline
+  markup placed, code and structure kept);
 - ``office``: .docx and .pptx (each paragraph one text, stretches of other formatting placed
   on their words), with the paragraphs of every part that holds text;
 - ``opendocument``: .odt and .odp (each paragraph and heading one text, spans and links
@@ -23,7 +25,8 @@ from collections.abc import Callable
 
 from .model import Document, DocumentError
 
-FORMATS = (".txt", ".html", ".docx", ".pptx", ".odt", ".odp", ".epub", ".srt", ".vtt", ".po")
+FORMATS = (".txt", ".html", ".md", ".docx", ".pptx", ".odt", ".odp", ".epub", ".srt", ".vtt",
+           ".po")  # fmt: skip
 
 
 def open_document(filename: str, data: bytes) -> Document:
@@ -37,11 +40,12 @@ def open_document(filename: str, data: bytes) -> Document:
 
 
 def _readers() -> dict[str, Callable[[bytes], Document]]:
-    from . import epub, gettext, office, opendocument, plain, subtitles
+    from . import epub, gettext, markdown, office, opendocument, plain, subtitles
 
     return {
         ".txt": plain.text_file,
         ".html": plain.html_file,
+        ".md": markdown.markdown_document,
         ".docx": office.docx_document,
         ".pptx": office.pptx_document,
         ".odt": opendocument.odt_document,

@@ -353,3 +353,46 @@ def test_an_opendocument_keeps_its_spans_and_links_on_their_words():
     assert sentence[1].get(f"{{{XLINK}}}href") == "https://x.org"
     assert tabbed.text == "Tabulation" and tabbed.find(f"{{{T}}}tab") is not None
     assert note.text == "Enregistrer"  # a footnote is a text of its own
+
+
+MARKDOWN = """---
+title: A note.
+---
+# Save *now*
+
+Click **Save** to keep
+your changes, then run `make check` ([docs](https://x.org/a_(b))).
+
+- [ ] A task with snake_case ![logo](l.png)
+> A quote: 2 * 3.
+
+| Save | 3 |
+|------|---|
+
+```sh
+Save
+```
+
+    Save
+"""
+
+
+def test_markdown_keeps_its_structure_code_and_inline_markup():
+    document = open_document("notes.md", MARKDOWN.encode())
+    assert document.texts == [
+        "Save now", "now",
+        "Click Save to keep your changes, then run make check (docs).", "Save", "docs",
+        "A task with snake_case", "A quote: 2 * 3.", "Save", "3",
+    ]  # fmt: skip
+    # what the model writes is Markdown text: markup characters in it are escaped
+    out = document.rebuild([t.upper().replace("SAVE", "Save_it *") for t in document.texts])
+    assert out.decode() == MARKDOWN.replace("# Save *now*", "# Save_it \\* *NOW*").replace(
+        "Click **Save** to keep\nyour changes, then run `make check` ([docs](https://x.org/a_(b))).",
+        "CLICK **Save_it \\*** TO KEEP YOUR CHANGES, THEN RUN `make check` "
+        "([DOCS](https://x.org/a_(b))).",
+    ).replace("A task with snake_case ![logo]", "A TASK WITH SNAKE_CASE ![logo]").replace(
+        "A quote: 2 * 3.", "A QUOTE: 2 \\* 3."
+    ).replace("| Save | 3 |", "| Save_it \\* | 3 |")
+    assert open_document("notes.md", MARKDOWN.encode()).rebuild(document.texts).decode() == (
+        MARKDOWN.replace("keep\nyour", "keep your").replace("2 * 3", "2 \\* 3")
+    )

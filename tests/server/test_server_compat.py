@@ -404,7 +404,8 @@ def test_libretranslate_front_end_settings_and_suggestions(srv, keyed):
     assert settings["keyRequired"] is False and settings["apiKeys"] is False
     assert settings["suggestions"] is False and settings["filesTranslation"] is True
     assert settings["supportedFilesFormat"] == list(FORMATS)
-    kinds = {".txt", ".html", ".docx", ".pptx", ".odt", ".odp", ".epub", ".srt", ".vtt", ".po"}
+    kinds = {".txt", ".html", ".md", ".docx", ".pptx", ".odt", ".odp", ".epub", ".srt", ".vtt",
+             ".po"}  # fmt: skip
     assert set(FORMATS) == kinds
     assert settings["language"]["source"] == {"code": "auto", "name": "Auto Detect"}
     assert settings["language"]["target"]["code"] in srv.state.service.languages
