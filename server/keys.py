@@ -19,6 +19,10 @@ after they break, so the server starts, and recovers, without it.
     python -m server keys add NAME [--requests-per-minute N] [--chars-per-minute N]
                                    [--chars-per-day N] [--max-request-chars N]
     python -m server keys list | remove NAME | set-limits NAME [limits...]
+    python -m server keys glossary NAME [PAIR --file TERMS.tsv | PAIR --clear]
+
+Each key may keep a glossary per language pair (``glossaries``): applied to its requests
+with that pair (``server.terms``), under the terms the request itself gives.
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
+
+from .failures import InvalidRequest
 
 if TYPE_CHECKING:
     from .settings import Settings
@@ -59,6 +65,16 @@ SCHEMA = (
     requests {int} NOT NULL,
     chars {int} NOT NULL,
     PRIMARY KEY (subject, "window", window_start)
+)""",
+    # A key's glossary for one language pair: each source term and what it becomes (itself:
+    # a term not to translate).
+    """CREATE TABLE IF NOT EXISTS glossaries (
+    key_id {int} NOT NULL,
+    source TEXT NOT NULL,
+    target TEXT NOT NULL,
+    term TEXT NOT NULL,
+    rendering TEXT NOT NULL,
+    PRIMARY KEY (key_id, source, target, term)
 )""",
 )
 
@@ -391,6 +407,57 @@ class KeyStore:
             )
             return bool(cursor.rowcount > 0)
 
+    # Glossaries ------------------------------------------------------------------------
+
+    def set_glossary(self, name: str, source: str, target: str, terms: dict[str, str]) -> bool:
+        """Replace the glossary of the key ``name`` for ``source``-``target`` (empty:
+        remove it); False when there is no such key."""
+        with self._transaction() as db:
+            row = db.execute("SELECT id FROM api_keys WHERE name = ?", (name,)).fetchone()
+            if row is None:
+                return False
+            db.execute(
+                "DELETE FROM glossaries WHERE key_id = ? AND source = ? AND target = ?",
+                (row[0], source, target),
+            )
+            for term, rendering in terms.items():
+                db.execute(
+                    "INSERT INTO glossaries (key_id, source, target, term, rendering) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    (row[0], source, target, term, rendering),
+                )
+            return True
+
+    def glossary(self, key_id: int, source: str | None, target: str) -> dict[str, str]:
+        """The glossary a key keeps for a language pair (each term: what it becomes); with
+        ``source`` None (a text whose language is detected) those of every pair into
+        ``target``, merged."""
+        where, params = "key_id = ? AND target = ?", [key_id, target]
+        if source is not None:
+            where, params = where + " AND source = ?", [*params, source]
+        with self._transaction() as db:
+            rows = db.execute(
+                f"SELECT term, rendering FROM glossaries WHERE {where} ORDER BY source, term",
+                tuple(params),
+            ).fetchall()
+        return dict(rows)
+
+    def glossaries(self, name: str) -> dict[str, dict[str, str]] | None:
+        """Every glossary of the key ``name`` by pair (``"en-de"``); None: no such key."""
+        with self._transaction() as db:
+            row = db.execute("SELECT id FROM api_keys WHERE name = ?", (name,)).fetchone()
+            if row is None:
+                return None
+            rows = db.execute(
+                "SELECT source, target, term, rendering FROM glossaries WHERE key_id = ? "
+                "ORDER BY source, target, term",
+                (row[0],),
+            ).fetchall()
+        out: dict[str, dict[str, str]] = {}
+        for source, target, term, rendering in rows:
+            out.setdefault(f"{source}-{target}", {})[term] = rendering
+        return out
+
     # Usage -----------------------------------------------------------------------------
 
     def consume(
@@ -524,8 +591,17 @@ def main(argv: list[str]) -> int:
     sub.add_parser("list", help="every key with its limits and today's usage")
     sub.add_parser("remove", help="revoke a key (its requests get 403)")
     _limit_options(sub.add_parser("set-limits", help="change a key's limits (0: no limit)"))
-    for name in ("add", "remove", "set-limits"):
+    glossary = sub.add_parser(
+        "glossary",
+        help="show a key's glossaries, or set one pair's from a file (a line: term TAB "
+        "rendering, or a term alone to keep it; --clear removes it)",
+    )
+    for name in ("add", "remove", "set-limits", "glossary"):
         sub.choices[name].add_argument("name")
+    glossary.add_argument("pair", nargs="?", help="source-target, e.g. en-de")
+    what = glossary.add_mutually_exclusive_group()
+    what.add_argument("--file", type=Path, help="the pair's terms (UTF-8, one a line)")
+    what.add_argument("--clear", action="store_true", help="remove the pair's glossary")
     args = p.parse_args(argv)
     if args.db is None:
         from .settings import Settings
@@ -535,7 +611,7 @@ def main(argv: list[str]) -> int:
         p.error("no database: give --db or set LSMT_KEYS_DB")
     try:
         _run(p, args, KeyStore(args.db))
-    except (KeyStoreUnavailable, ValueError) as exc:
+    except (KeyStoreUnavailable, ValueError, InvalidRequest) as exc:
         p.error(str(exc))
     return 0
 
@@ -551,6 +627,8 @@ def _run(p: argparse.ArgumentParser, args: argparse.Namespace, store: KeyStore) 
             state = "revoked" if record.revoked else "active"
             today = f"today: {used['day']['requests']} requests, {used['day']['chars']} chars"
             print(f"{record.name}\t{state}\t{limits or 'no limits'}\t{today}")
+    elif args.command == "glossary":
+        _glossary_command(p, args, store)
     elif args.command == "remove":
         if not store.revoke(args.name):
             p.error(f"no key named {args.name!r}")
@@ -558,3 +636,38 @@ def _run(p: argparse.ArgumentParser, args: argparse.Namespace, store: KeyStore) 
         changes = {n: (v or None) for n, v in given.items() if v is not None}
         if not store.set_limits(args.name, **changes):
             p.error(f"no key named {args.name!r} (or no limit given)")
+
+
+def _glossary_command(
+    p: argparse.ArgumentParser, args: argparse.Namespace, store: KeyStore
+) -> None:
+    if args.pair is None:
+        found = store.glossaries(args.name)
+        if found is None:
+            p.error(f"no key named {args.name!r}")
+        for pair, pair_terms in (found or {}).items():
+            for term, rendering in pair_terms.items():
+                print(f"{pair}\t{term}\t{rendering}")
+        return
+    source, sep, target = args.pair.partition("-")
+    if not sep or not source or not target:
+        p.error(f"a pair is source-target (e.g. en-de), not {args.pair!r}")
+    if not args.file and not args.clear:
+        p.error("give --file with the pair's terms, or --clear")
+    terms: dict[str, str] = {}
+    if args.file:
+        from .validation import parse_terms  # the same rules as a request's terms
+
+        glossary: dict[str, str] = {}
+        keep: list[str] = []
+        for line in args.file.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                term, _, rendering = line.partition("\t")
+                if rendering.strip():
+                    glossary[term] = rendering
+                else:
+                    keep.append(term)
+        terms = parse_terms(glossary, keep).required
+    if not store.set_glossary(args.name, source, target, terms):
+        p.error(f"no key named {args.name!r}")
+    print(f"{args.name} {args.pair}: {len(terms)} terms")

@@ -6,12 +6,37 @@ and ``do_not_translate`` terms kept in either (``server.terms``)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable
 
+from .auth import Caller
 from .documents.plain import html_document
 from .service import TextResult, TranslationService
-from .terms import Terms, translate_with_terms
-from .validation import Options
+from .state import AppState
+from .terms import translate_with_terms
+from .validation import Options, Terms, parse_terms
+
+
+async def request_terms(
+    st: AppState,
+    caller: Caller,
+    source: str,
+    target: str,
+    glossary: dict[str, str] | None,
+    do_not_translate: list[str] | None,
+) -> Terms:
+    """The terms a request keeps: those it gives (checked: 400 when they cannot be kept),
+    over the glossary its key keeps for the pair (``python -m server keys glossary``; with
+    ``source`` auto, those of every pair into ``target``)."""
+    given = parse_terms(glossary, do_not_translate)
+    kind, _, key_id = caller.subject.partition(":")
+    if st.keys is None or kind != "key" or not key_id.isdigit() or len(key_id) > 18:
+        return given  # no database key (an anonymous caller, a key from the settings)
+    pair_source = None if source == "auto" else source
+    stored = await asyncio.to_thread(st.keys.glossary, int(key_id), pair_source, target)
+    given_terms = {t.casefold() for t in given.required}
+    kept = {t: r for t, r in stored.items() if t.casefold() not in given_terms}
+    return Terms({**kept, **given.required}) if kept else given
 
 
 async def translate_texts(

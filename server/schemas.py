@@ -185,6 +185,20 @@ class ReloadResponse(BaseModel):
     bundles: list[BundleReload]
 
 
+class GlossaryRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    glossary: dict[str, str] | None = Field(None, description=GLOSSARY)
+    do_not_translate: list[str] | None = Field(None, description=DO_NOT_TRANSLATE)
+
+
+class GlossariesResponse(BaseModel):
+    name: str = Field(description="The API key's name.")
+    glossaries: dict[str, dict[str, str]] = Field(
+        description="By pair (source-target): each term and what it becomes (itself: kept)."
+    )
+
+
 class HealthResponse(BaseModel):
     status: Literal["ok"]
     uptime_s: float

@@ -7,7 +7,7 @@ The checks that need the bundles (languages, routes, models) are ``TranslationSe
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .failures import InvalidRequest, TooLarge
 from .settings import Settings
@@ -90,3 +90,48 @@ def validate_texts(s: Settings, texts: list[str], *, limit_count: bool = True) -
                 index=i,
                 limit=s.max_chars_per_text,
             )
+
+
+# Terms (server.terms) ------------------------------------------------------------------------
+
+MAX_TERMS = 200
+MAX_TERM_CHARS = 200
+
+
+@dataclass(frozen=True)
+class Terms:
+    """What a request asks of its terms: each source term (as given) and what it becomes."""
+
+    required: dict[str, str] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.required)
+
+
+def parse_terms(glossary: dict[str, str] | None, do_not_translate: list[str] | None) -> Terms:
+    """The request's terms, checked: 400 ``invalid_field`` naming what is wrong."""
+    required: dict[str, str] = {}
+    entries = [("glossary", s, t) for s, t in (glossary or {}).items()]
+    entries += [("do_not_translate", s, s) for s in do_not_translate or []]
+    if len(entries) > MAX_TERMS:
+        raise InvalidRequest(
+            "invalid_field", f"At most {MAX_TERMS} glossary and do_not_translate terms.",
+            parameter="glossary",
+        )  # fmt: skip
+    seen: dict[str, str] = {}
+    for name, source, target in entries:
+        term, wanted = source.strip(), target.strip()
+        if not term or not wanted or max(len(term), len(wanted)) > MAX_TERM_CHARS:
+            raise InvalidRequest(
+                "invalid_field",
+                f"Field {name!r}: every term must be 1 to {MAX_TERM_CHARS} characters "
+                f"(got {source!r}" + (f" -> {target!r})" if name == "glossary" else ")"),
+                parameter=name,
+            )
+        if seen.get(term.casefold(), wanted) != wanted:
+            raise InvalidRequest(
+                "invalid_field", f"Term {term!r} is given two renderings.", parameter=name
+            )
+        seen[term.casefold()] = wanted
+        required[term] = wanted
+    return Terms(required)

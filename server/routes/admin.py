@@ -1,8 +1,12 @@
 """``POST /v1/admin/reload``: re-read the served bundles, so that languages added to a
-bundle are served without a restart (``server.reload``). Behind the admin keys
-(``LSMT_ADMIN_KEYS``), never the translation keys; answered 404 while none is configured."""
+bundle are served without a restart (``server.reload``); ``/v1/admin/glossaries/{name}``:
+the glossaries an API key keeps per language pair (``server.keys``, as ``python -m server
+keys glossary`` does). Behind the admin keys (``LSMT_ADMIN_KEYS``), never the translation
+keys; answered 404 while none is configured."""
 
 from __future__ import annotations
+
+import asyncio
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
@@ -11,8 +15,11 @@ from ..auth import check_key, key_from_request
 from ..cache_fill import start_cache_fill
 from ..dependencies import StateDep, get_state
 from ..errors import ApiError
+from ..keys import KeyStore
 from ..reload import reload_bundles
-from ..schemas import ADMIN_ERRORS, ReloadResponse
+from ..schemas import ADMIN_ERRORS, GlossariesResponse, GlossaryRequest, ReloadResponse
+from ..state import AppState
+from ..validation import parse_terms
 
 router = APIRouter(tags=["admin"])
 
@@ -45,3 +52,66 @@ async def reload(st: StateDep) -> JSONResponse:
     refused = any(o.status == "refused" for o in outcomes)
     body = ReloadResponse(bundles=outcomes)
     return JSONResponse(body.model_dump(), status_code=409 if refused else 200)
+
+
+def _keys(st: AppState) -> KeyStore:
+    if st.keys is None or st.settings.keys_db is None:
+        raise ApiError(
+            409, "no_keys_database", "Glossaries live in the keys database: set LSMT_KEYS_DB."
+        )
+    return st.keys
+
+
+def _pair(pair: str) -> tuple[str, str]:
+    source, sep, target = pair.partition("-")
+    if not sep or not source or not target:
+        raise ApiError(400, "invalid_field", f"A pair is source-target (e.g. en-de), not {pair!r}.",
+                       parameter="pair")  # fmt: skip
+    return source, target
+
+
+async def _glossaries(st: AppState, name: str) -> GlossariesResponse:
+    found = await asyncio.to_thread(_keys(st).glossaries, name)
+    if found is None:
+        raise ApiError(404, "unknown_key", f"No API key named {name!r}.")
+    return GlossariesResponse(name=name, glossaries=found)
+
+
+@router.get(
+    "/v1/admin/glossaries/{name}",
+    dependencies=[Depends(require_admin_key)],
+    responses=ADMIN_ERRORS,
+)
+async def get_glossaries(name: str, st: StateDep) -> GlossariesResponse:
+    """Every glossary the API key ``name`` keeps, by pair."""
+    return await _glossaries(st, name)
+
+
+@router.put(
+    "/v1/admin/glossaries/{name}/{pair}",
+    dependencies=[Depends(require_admin_key)],
+    responses=ADMIN_ERRORS,
+)
+async def put_glossary(
+    name: str, pair: str, body: GlossaryRequest, st: StateDep
+) -> GlossariesResponse:
+    """Replace the key's glossary for ``pair`` (``source-target``): its requests with that
+    pair keep these terms, under those a request gives itself."""
+    source, target = _pair(pair)
+    terms = parse_terms(body.glossary, body.do_not_translate).required
+    if not await asyncio.to_thread(_keys(st).set_glossary, name, source, target, terms):
+        raise ApiError(404, "unknown_key", f"No API key named {name!r}.")
+    return await _glossaries(st, name)
+
+
+@router.delete(
+    "/v1/admin/glossaries/{name}/{pair}",
+    dependencies=[Depends(require_admin_key)],
+    responses=ADMIN_ERRORS,
+)
+async def delete_glossary(name: str, pair: str, st: StateDep) -> GlossariesResponse:
+    """Remove the key's glossary for ``pair``."""
+    source, target = _pair(pair)
+    if not await asyncio.to_thread(_keys(st).set_glossary, name, source, target, {}):
+        raise ApiError(404, "unknown_key", f"No API key named {name!r}.")
+    return await _glossaries(st, name)

@@ -27,10 +27,11 @@ from ..auth import admit, identify, key_from_request
 from ..dependencies import ServiceDep, StateDep
 from ..documents import FORMATS, DocumentError, open_document
 from ..errors import ApiError, bad_request
+from ..request_texts import request_terms
 from ..schemas import LT_TRANSLATE_ERRORS, LTFileResponse
 from ..service import TextResult
 from ..state import AppState
-from ..terms import parse_terms, translate_with_terms
+from ..terms import translate_with_terms
 
 router = APIRouter(tags=["LibreTranslate compatible"])
 STORED_NAME = re.compile(r"^[0-9a-f]{32}\.[^/\\]{1,200}$")  # what translate_file writes
@@ -94,9 +95,9 @@ async def translate_file(request: Request, st: StateDep, svc: ServiceDep) -> JSO
         document = open_document(upload.filename, await upload.read())
     except DocumentError as exc:
         raise bad_request("unsupported_file", str(exc), allowed=list(FORMATS)) from None
-    terms = parse_terms(
-        _json_field(form, "glossary", dict), _json_field(form, "do_not_translate", list)
-    )
+    glossary = _json_field(form, "glossary", dict)
+    keep = _json_field(form, "do_not_translate", list)
+    terms = await request_terms(st, caller, source, target, glossary, keep)
     svc.validate_texts(document.texts, limit_count=False)
     svc.validate_languages(source, target, None)
     await admit(st, caller, document.charged)

@@ -27,7 +27,7 @@ from ..bundles import language_name
 from ..dependencies import ServiceDep, StateDep
 from ..documents import FORMATS
 from ..errors import ApiError, bad_request
-from ..request_texts import translate_texts
+from ..request_texts import request_terms, translate_texts
 from ..schemas import (
     LT_DETECT_ERRORS,
     LT_TRANSLATE_ERRORS,
@@ -42,7 +42,6 @@ from ..schemas import (
     LTTranslateResponse,
 )
 from ..service import TextResult, TranslationService
-from ..terms import parse_terms
 
 router = APIRouter(tags=["LibreTranslate compatible"])
 
@@ -179,7 +178,8 @@ async def lt_translate(authenticated: Fields, st: StateDep, svc: ServiceDep) -> 
     texts: list[str] = [req.q] if isinstance(req.q, str) else list(req.q)
     source, target = req.source, req.target
     opts = svc.validate_options(None, req.alternatives, None)
-    terms = parse_terms(req.glossary, req.do_not_translate)
+    caller = authenticated.caller
+    terms = await request_terms(st, caller, source, target, req.glossary, req.do_not_translate)
     await admit(st, authenticated.caller, sum(len(t) for t in texts))
     deadline = time.monotonic() + st.settings.request_timeout_s
     html = req.format == "html"

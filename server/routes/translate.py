@@ -12,7 +12,7 @@ from fastapi import APIRouter, Request
 from ..auth import CallerDep, admit
 from ..dependencies import ServiceDep, StateDep
 from ..errors import bad_request
-from ..request_texts import translate_texts
+from ..request_texts import request_terms, translate_texts
 from ..schemas import (
     ERROR_RESPONSES,
     Alternative,
@@ -22,7 +22,6 @@ from ..schemas import (
     Translation,
 )
 from ..service import TextResult
-from ..terms import parse_terms
 
 router = APIRouter(tags=["translation"])
 
@@ -43,7 +42,9 @@ async def translate(
             "invalid_field", "Alternatives are offered for format 'text' only.",
             parameter="num_alternatives", allowed=[0],
         )  # fmt: skip
-    terms = parse_terms(req.glossary, req.do_not_translate)
+    terms = await request_terms(
+        st, caller, req.source, req.target, req.glossary, req.do_not_translate
+    )
     await admit(st, caller, sum(len(t) for t in texts))
     deadline = time.monotonic() + st.settings.request_timeout_s
     results = await translate_texts(

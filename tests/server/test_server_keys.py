@@ -140,6 +140,72 @@ def test_keys_command_line(keys_db):
     assert again.returncode == 2 and "a key named 'alice' exists" in again.stderr
 
 
+def test_glossaries_per_key_and_pair_from_the_command_line(keys_db, tmp_path):
+    db = keys_db
+
+    def keys(*args: str) -> subprocess.CompletedProcess:
+        cmd = [sys.executable, "-m", "server", "keys", "--db", db, *args]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+
+    assert keys("add", "alice").returncode == 0
+    terms = tmp_path / "terms.tsv"
+    terms.write_text("Save\tEnregistrer\nLSMT\n\n", encoding="utf-8")
+    done = keys("glossary", "alice", "en-fr", "--file", str(terms))
+    assert done.returncode == 0 and "2 terms" in done.stdout, done.stderr
+    assert keys("glossary", "alice").stdout == "en-fr\tLSMT\tLSMT\nen-fr\tSave\tEnregistrer\n"
+    store = KeyStore(db)
+    (record,) = store.list()
+    assert store.glossary(record.id, "en", "fr") == {"LSMT": "LSMT", "Save": "Enregistrer"}
+    assert store.glossary(record.id, None, "fr") == store.glossary(record.id, "en", "fr")
+    assert store.glossary(record.id, "de", "fr") == {}
+    store.close()
+    terms.write_text("Save\tEnregistrer\nsave\tSauver\n", encoding="utf-8")
+    refused = keys("glossary", "alice", "en-fr", "--file", str(terms))
+    assert refused.returncode == 2 and "two renderings" in refused.stderr
+    assert keys("glossary", "alice", "en-fr", "--clear").returncode == 0
+    assert keys("glossary", "alice").stdout == ""
+    assert keys("glossary", "bob", "en-fr", "--clear").returncode == 2
+    assert keys("glossary", "alice", "enfr", "--clear").returncode == 2
+
+
+def test_a_keys_glossary_reaches_its_requests_and_the_admin_manages_it(make_server, tmp_path):
+    store = KeyStore(tmp_path / "keys.db")
+    key, other = store.add("alice"), store.add("bob")
+    store.close()
+    srv = make_server(keys_db=tmp_path / "keys.db", admin_keys=["admin"])
+    text = "And Jesus said unto them, Follow me."
+    body = {"text": text, "source": "en", "target": "de"}
+    admin = {"X-API-Key": "admin"}
+    with srv.client() as c:
+        plain = c.post("/v1/translate", json=body, headers={"X-API-Key": key}).json()
+        r = c.put("/v1/admin/glossaries/alice/en-de", json={"do_not_translate": ["Jesus"],
+                  "glossary": {"Follow": "Folgt"}}, headers=admin)  # fmt: skip
+        assert r.status_code == 200, r.text
+        assert r.json()["glossaries"] == {"en-de": {"Follow": "Folgt", "Jesus": "Jesus"}}
+        kept = c.post("/v1/translate", json=body, headers={"X-API-Key": key}).json()
+        out = kept["translations"][0]["text"]
+        assert "Jesus" in out and "Folgt" in out, (plain, out)
+        auto = c.post("/v1/translate", json={**body, "source": "auto"}, headers={"X-API-Key": key})
+        assert "Folgt" in auto.json()["translations"][0]["text"]
+        # a request's own terms go over the key's; another key has none
+        own = {**body, "glossary": {"follow": "Komm"}}
+        out = c.post("/v1/translate", json=own, headers={"X-API-Key": key}).json()
+        assert (
+            "Komm" in out["translations"][0]["text"]
+            and "Folgt" not in out["translations"][0]["text"]
+        )
+        bob = c.post("/v1/translate", json=body, headers={"X-API-Key": other}).json()
+        assert bob["translations"][0]["text"] == plain["translations"][0]["text"]
+        assert c.get("/v1/admin/glossaries/alice", headers={"X-API-Key": key}).status_code == 403
+        assert c.get("/v1/admin/glossaries/carol", headers=admin).status_code == 404
+        bad = c.put("/v1/admin/glossaries/alice/ende", json={}, headers=admin)
+        assert bad.status_code == 400 and bad.json()["error"]["parameter"] == "pair"
+        r = c.delete("/v1/admin/glossaries/alice/en-de", headers=admin)
+        assert r.status_code == 200 and r.json()["glossaries"] == {}
+        again = c.post("/v1/translate", json=body, headers={"X-API-Key": key}).json()
+        assert again["translations"][0]["text"] == plain["translations"][0]["text"]
+
+
 def test_an_unreachable_database_is_an_error_that_passes(tmp_path):
     """A PostgreSQL server that stops: KeyStoreUnavailable (no password in it), then the
     same store works again once the server is back (its connections are opened anew)."""

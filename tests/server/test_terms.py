@@ -11,7 +11,8 @@ import pytest
 
 from server.failures import InvalidRequest
 from server.service import Alternative, TextResult
-from server.terms import Terms, find_terms, parse_terms, translate_with_terms
+from server.terms import find_terms, translate_with_terms
+from server.validation import Terms, parse_terms
 
 TABLE = {
     "Click Save to keep your changes.": "Cliquez sur Enregistrer pour garder vos modifications.",
