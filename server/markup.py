@@ -33,6 +33,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 
+from .failures import InvalidRequest
+
 # Inline elements: they stay inside the sentence they belong to. Every other tag, a comment
 # or a declaration ends a unit. <br> ends one too: it separates lines, which read as separate
 # sentences (an address, a poem, a list written with breaks).
@@ -103,6 +105,8 @@ WORD = re.compile(r"\w+(?:['’\-]\w+)*")
 # A translated element found by character n-grams must be at least this close (an F-score of
 # 1- to 3-grams): below it the proportional position is the better guess.
 FUZZY_MIN = 0.5
+FUZZY_REACH = 24  # words either side of where the element's words were expected
+MAX_DEPTH = 64  # inline elements inside one another: deeper is refused (400), not recursed into
 
 
 @dataclass
@@ -261,6 +265,7 @@ class HtmlDocument:
         self.escape = escape
         tokens = tokenize(doc) if tokens is None else tokens
         unit: list[Token | Span] = []
+        ends = _matching_ends(tokens)
         i = 0
         while i < len(tokens):
             token = tokens[i]
@@ -268,7 +273,7 @@ class HtmlDocument:
             if token.kind == "text" or (inline and token.kind == "end"):
                 unit.append(token)
             elif inline and token.kind in ("start", "startend"):
-                end = _matching_end(tokens, i) if token.kind == "start" else None
+                end = ends.get(i)
                 if token.kind == "start" and token.tag not in VOID and end is None:
                     unit.append(token)  # unclosed: paired (or not) when the unit ends
                 elif token.kind == "start" and token.tag not in VOID and is_kept(token):
@@ -285,7 +290,7 @@ class HtmlDocument:
                 self._end_unit(unit)
                 unit = []
                 if token.kind == "start" and token.tag not in VOID and is_kept(token):
-                    end = _matching_end(tokens, i)
+                    end = ends.get(i)
                     last = len(tokens) - 1 if end is None else end
                     self.pieces.append("".join(t.raw for t in tokens[i : last + 1]))
                     i = last
@@ -459,10 +464,13 @@ class _Placer:
                 start, end = min(found, key=lambda f: abs(f[0] - expected))
                 return Placement(start, end, method)
         best: tuple[float, float, int, int] | None = None
+        near = _nearest_index([w[0] for w in words], expected) if words else 0
         for needle, _ in candidates:
             n = max(1, len(WORD.findall(needle)))
             for size in range(max(1, n - 1), n + 2):
-                for k in range(len(words) - size + 1):
+                # windows near where its words were: a bound on the work a block can ask for
+                first = max(0, near - FUZZY_REACH)
+                for k in range(first, min(len(words) - size + 1, near + FUZZY_REACH)):
                     start, end = words[k][0], words[k + size - 1][1]
                     if region.free(start, end):
                         key = (
@@ -516,6 +524,10 @@ def _nearest(points: list[int], at: float) -> int:
     return min(points, key=lambda p: abs(p - at))
 
 
+def _nearest_index(points: list[int], at: float) -> int:
+    return min(range(len(points)), key=lambda k: abs(points[k] - at))
+
+
 def _out_of(at: int, taken: list[tuple[int, int]]) -> int:
     """``at``, moved out of any taken range it falls inside (a void element between words)."""
     for a, b in taken:
@@ -532,18 +544,17 @@ def _strip_range(target: str, lo: int, hi: int) -> tuple[int, int]:
     return lo, hi
 
 
-def _matching_end(tokens: list[Token], i: int) -> int | None:
-    """The index of the end tag that closes ``tokens[i]``, counting nested same-name tags."""
-    depth = 0
-    for j in range(i, len(tokens)):
-        t = tokens[j]
-        if t.tag == tokens[i].tag and t.kind == "start":
-            depth += 1
-        elif t.tag == tokens[i].tag and t.kind == "end":
-            depth -= 1
-            if depth == 0:
-                return j
-    return None
+def _matching_ends(tokens: list[Token]) -> dict[int, int]:
+    """For each start tag that an end tag closes, the end tag's index (an end closes the
+    latest open start of its name), in one pass."""
+    open_starts: dict[str, list[int]] = {}
+    ends = {}
+    for j, t in enumerate(tokens):
+        if t.kind == "start":
+            open_starts.setdefault(t.tag, []).append(j)
+        elif t.kind == "end" and open_starts.get(t.tag):
+            ends[open_starts[t.tag].pop()] = j
+    return ends
 
 
 def _paired_parts(items: list[Token | Span]) -> Iterator[Token | list[Token | Span]]:
@@ -602,12 +613,15 @@ def _plain_text(items: list[Token | Span]) -> tuple[str, list[Span]]:
     waiting: list[Span] = []  # spans that learn from the next character whether a space follows
 
     def add(text: str) -> None:
-        for c in HTML_SPACE.sub(" ", text):
-            if c != " " or (chars and chars[-1] != " "):
-                chars.append(c)
-            for span in waiting:
-                span.space_after = c.isspace()
-            waiting.clear()
+        collapsed = HTML_SPACE.sub(" ", text)
+        if not collapsed:
+            return
+        for span in waiting:
+            span.space_after = collapsed[0] == " "
+        waiting.clear()
+        if collapsed[0] == " " and (not chars or chars[-1] == " "):
+            collapsed = collapsed[1:]  # no space at the start, nor two in a row
+        chars.extend(collapsed)
 
     def attach(span: Span) -> None:
         span.space_before = bool(chars) and chars[-1] == " "
@@ -628,6 +642,10 @@ def _plain_text(items: list[Token | Span]) -> tuple[str, list[Span]]:
         elif item.kind == "startend" or item.tag in VOID:
             attach(Span(item, None, len(chars), len(chars), void=True))
         else:
+            if len(stack) >= MAX_DEPTH:
+                raise InvalidRequest(
+                    "invalid_html", f"The HTML nests inline elements more than {MAX_DEPTH} deep."
+                )
             span = Span(item, None, len(chars))
             attach(span)
             stack.append(span)
@@ -645,6 +663,7 @@ def _plain_text(items: list[Token | Span]) -> tuple[str, list[Span]]:
 
 
 def _walk(spans: list[Span]) -> Iterator[Span]:
+    """Every span, parents before their children."""
     for span in spans:
         yield span
         yield from _walk(span.children)

@@ -83,7 +83,7 @@ async def translate_html(
     """The document translated, as one result: ``source`` ``auto`` is detected on the whole
     document's text (not per fragment); the engine is the one its texts went through; the
     request's ``terms`` are kept in every text."""
-    document = html_document(doc)
+    document = await asyncio.to_thread(html_document, doc)  # a large document: off the loop
     if not document.texts:  # nothing to translate (nor to detect a language on)
         return TextResult(doc, source)
     confidence = None
@@ -99,7 +99,8 @@ async def translate_html(
         )
 
     results = await translate_with_terms(translate, document.texts, source, terms or Terms())
-    text = document.rebuild([r.text for r in results]).decode("utf-8")
+    rebuilt = await asyncio.to_thread(document.rebuild, [r.text for r in results])
+    text = rebuilt.decode("utf-8")
     engine = next((r.engine for r in results if r.engine), None)
     warnings = sorted({w for r in results for w in r.warnings})
     return TextResult(text, source, confidence, engine=engine, warnings=warnings)

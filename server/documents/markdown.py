@@ -113,7 +113,10 @@ def _table_row(line: str) -> list[Token]:
     return tokens
 
 
-def inline_tokens(text: str) -> list[Token]:
+MAX_DEPTH = 32  # markup inside markup deeper than this reads as text
+
+
+def inline_tokens(text: str, depth: int = 0) -> list[Token]:
     """A line's inline content as tokens."""
     tokens: list[Token] = []
     i, plain = 0, 0
@@ -153,12 +156,15 @@ def inline_tokens(text: str) -> list[Token]:
                 tokens += _kept(text[i:image_end])
                 i = plain = image_end
                 continue
+        if depth >= MAX_DEPTH:
+            i += 1
+            continue
         if c == "[":
             close, link_end = _bracket_end(text, i), _link_end(text, i)
             if close and link_end:
                 flush(i)
                 tokens.append(Token("start", "[", "a"))
-                tokens += inline_tokens(text[i + 1 : close])
+                tokens += inline_tokens(text[i + 1 : close], depth + 1)
                 tokens.append(Token("end", text[close:link_end], "a"))
                 i = plain = link_end
                 continue
@@ -169,7 +175,7 @@ def inline_tokens(text: str) -> list[Token]:
                 flush(i)
                 tag = TAG_OF[mark]
                 tokens.append(Token("start", mark, tag))
-                tokens += inline_tokens(text[i + len(mark) : closing])
+                tokens += inline_tokens(text[i + len(mark) : closing], depth + 1)
                 tokens.append(Token("end", mark, tag))
                 i = plain = closing + len(mark)
                 continue

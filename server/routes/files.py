@@ -10,6 +10,7 @@ are those of the file's texts.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import secrets
@@ -92,7 +93,8 @@ async def translate_file(request: Request, st: StateDep, svc: ServiceDep) -> JSO
         raise bad_request("missing_field", "Field 'file' (a file) is required.", parameter="file")
     source, target = _field(form, "source"), _field(form, "target")
     try:
-        document = open_document(upload.filename, await upload.read())
+        # reading and writing a document take CPU time: off the event loop
+        document = await asyncio.to_thread(open_document, upload.filename, await upload.read())
     except DocumentError as exc:
         raise bad_request("unsupported_file", str(exc), allowed=list(FORMATS)) from None
     glossary = _json_field(form, "glossary", dict)
@@ -116,7 +118,7 @@ async def translate_file(request: Request, st: StateDep, svc: ServiceDep) -> JSO
         translations = [r.text for r in results]
     name = f"{secrets.token_hex(16)}.{Path(upload.filename).name}"
     _forget_old_files(files_dir(st), st.settings.files_ttl_s)
-    (files_dir(st) / name).write_bytes(document.rebuild(translations))
+    (files_dir(st) / name).write_bytes(await asyncio.to_thread(document.rebuild, translations))
     url = str(request.url_for("download_file", filename=name))
     return JSONResponse(LTFileResponse(translatedFileUrl=url).model_dump())
 

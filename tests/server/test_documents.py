@@ -396,3 +396,9 @@ def test_markdown_keeps_its_structure_code_and_inline_markup():
     assert open_document("notes.md", MARKDOWN.encode()).rebuild(document.texts).decode() == (
         MARKDOWN.replace("keep\nyour", "keep your").replace("2 * 3", "2 \\* 3")
     )
+
+
+def test_markdown_nested_too_deep_reads_as_text():
+    line = "[" * 2000 + "x" + "](u)" * 2000
+    document = open_document("deep.md", (line + "\n").encode())
+    assert len(document.texts) >= 1  # read, not a RecursionError

@@ -211,3 +211,17 @@ def test_any_translation_gives_well_formed_html_with_every_element(seed):
     for code in re.findall(r"<code>.*?</code>", doc):
         if "<" not in code[6:-7]:
             assert code in out
+
+
+def test_markup_nested_too_deep_is_refused_not_recursed_into():
+    from server.failures import InvalidRequest
+
+    with pytest.raises(InvalidRequest, match="more than 64 deep"):
+        HtmlDocument("<p>" + "<span>" * 65 + "x" + "</span>" * 65 + "</p>")
+    deep = HtmlDocument("<p>" + "<span>" * 64 + "x y" + "</span>" * 64 + "</p>")
+    out = deep.rebuild([t.upper() for t in deep.texts]).decode()
+    assert out == "<p>" + "<span>" * 64 + "X Y" + "</span>" * 64 + "</p>"
+    # thousands of tags that never close are read in one pass, and written back
+    doc = "<p>" + "<b>x " * 5000 + "</p>"
+    document = HtmlDocument(doc)
+    assert document.rebuild(document.texts).decode() == doc
