@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lsmt_core.routes import Route, route_key
+from lsmt_core.routes import Route, parse_route, route_key
 
 if TYPE_CHECKING:
     from training.checkpoint import CheckpointMeta
@@ -20,13 +20,10 @@ RouteList = list[Route]
 def parse_routes(text: str | None) -> RouteList | None:
     if not text:
         return None
-    out = []
-    for item in text.split(","):
-        src, sep, tgt = item.strip().partition("-")
-        if not sep or not src or not tgt:
-            raise SystemExit(f"bad route {item!r}: expected SRC-TGT, e.g. de-en")
-        out.append((src, tgt))
-    return out
+    try:
+        return [parse_route(item.strip()) for item in text.split(",")]
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
 
 
 def chosen_routes(

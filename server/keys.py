@@ -40,6 +40,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from lsmt_core.routes import parse_route
+
 from .failures import InvalidRequest
 
 if TYPE_CHECKING:
@@ -649,9 +651,10 @@ def _glossary_command(
             for term, rendering in pair_terms.items():
                 print(f"{pair}\t{term}\t{rendering}")
         return
-    source, sep, target = args.pair.partition("-")
-    if not sep or not source or not target:
-        p.error(f"a pair is source-target (e.g. en-de), not {args.pair!r}")
+    try:
+        source, target = parse_route(args.pair)
+    except ValueError as exc:
+        p.error(str(exc))
     if not args.file and not args.clear:
         p.error("give --file with the pair's terms, or --clear")
     terms: dict[str, str] = {}

@@ -11,6 +11,8 @@ import asyncio
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
+from lsmt_core.routes import parse_route
+
 from ..auth import check_key, key_from_request
 from ..cache_fill import start_cache_fill
 from ..dependencies import StateDep, get_state
@@ -63,11 +65,10 @@ def _keys(st: AppState) -> KeyStore:
 
 
 def _pair(pair: str) -> tuple[str, str]:
-    source, sep, target = pair.partition("-")
-    if not sep or not source or not target:
-        raise ApiError(400, "invalid_field", f"A pair is source-target (e.g. en-de), not {pair!r}.",
-                       parameter="pair")  # fmt: skip
-    return source, target
+    try:
+        return parse_route(pair)
+    except ValueError as exc:
+        raise ApiError(400, "invalid_field", f"{exc}.", parameter="pair") from None
 
 
 async def _glossaries(st: AppState, name: str) -> GlossariesResponse:
