@@ -160,7 +160,8 @@ def torch_variant(name, models, route, args, length) -> Variant:
     import torch
 
     from lsmt_core.routes import Route
-    from training.search import EOS_ID, beam_search, greedy_search
+    from lsmt_core.tags import EOS_ID
+    from training.search import beam_search, greedy_search
 
     torch.set_num_threads(args.threads)
     model = models.torch_model("deep").to(args.device)

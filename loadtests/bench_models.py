@@ -106,7 +106,7 @@ def _pieces(tokenizer: Path) -> list[str]:
 def _train_tokenizer(texts: dict[str, list[str]], out: Path, vocab: int) -> Path:
     import sentencepiece as spm
 
-    from lsmt_core.tags import QUALITY_TAGS, lang_tag
+    from lsmt_core.tags import BOS_ID, EOS_ID, PAD_ID, QUALITY_TAGS, UNK_ID, lang_tag
 
     out.mkdir(parents=True, exist_ok=True)
     (out / "text.txt").write_text("\n".join(t for lines in texts.values() for t in lines) + "\n")
@@ -114,10 +114,10 @@ def _train_tokenizer(texts: dict[str, list[str]], out: Path, vocab: int) -> Path
         input=str(out / "text.txt"),
         model_prefix=str(out / "spm"),
         vocab_size=vocab,
-        pad_id=0,
-        unk_id=1,
-        bos_id=2,
-        eos_id=3,
+        pad_id=PAD_ID,
+        unk_id=UNK_ID,
+        bos_id=BOS_ID,
+        eos_id=EOS_ID,
         user_defined_symbols=[lang_tag(lang) for lang in sorted(texts)] + list(QUALITY_TAGS),
         character_coverage=0.9995,
         byte_fallback=True,

@@ -52,7 +52,7 @@ class TinyBundle:
 
 
 def train_tokenizer(verses: dict[str, list[str]], out: Path, vocab_size: int = 600) -> Path:
-    from lsmt_core.tags import QUALITY_TAGS, lang_tag
+    from lsmt_core.tags import BOS_ID, EOS_ID, PAD_ID, QUALITY_TAGS, UNK_ID, lang_tag
 
     out.mkdir(parents=True, exist_ok=True)
     text = out / "text.txt"
@@ -62,10 +62,10 @@ def train_tokenizer(verses: dict[str, list[str]], out: Path, vocab_size: int = 6
         input=str(text),
         model_prefix=str(prefix),
         vocab_size=vocab_size,
-        pad_id=0,
-        unk_id=1,
-        bos_id=2,
-        eos_id=3,
+        pad_id=PAD_ID,
+        unk_id=UNK_ID,
+        bos_id=BOS_ID,
+        eos_id=EOS_ID,
         user_defined_symbols=[lang_tag(lang) for lang in sorted(verses)] + list(QUALITY_TAGS),
         character_coverage=1.0,
         minloglevel=2,

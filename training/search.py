@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import torch
 
-from .model import Route, Seq2SeqTransformer
+from lsmt_core.tags import BOS_ID, EOS_ID, PAD_ID
 
-BOS_ID, EOS_ID, PAD_ID = 2, 3, 0
+from .model import Route, Seq2SeqTransformer
 
 
 @dataclass
