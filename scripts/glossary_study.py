@@ -17,7 +17,6 @@ Writes ``glossary.json`` and ``glossary.csv`` under ``--out``.
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import re
@@ -32,8 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from loadtests.results import write_results
 from loadtests.server_process import ServerProcess
 from lsmt_core.scoring import score
-from scripts.markup_study import copied_word
-from training.data.testsets import load_testset
+from scripts.markup_study import copied_word, held_out_testsets, study_arguments
 
 WORD = re.compile(r"\w+")
 
@@ -98,17 +96,8 @@ def study(client, src, tgt, rows, sentences, rng) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--bundle", type=Path, default=Path("models/default"))
-    parser.add_argument("--data", type=Path, help="the corpus, for its held-out Tatoeba slice")
-    parser.add_argument("--sentences", type=int, default=20, help="per direction and kind")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--out", type=Path, default=Path("runs/glossary_study"))
-    args = parser.parse_args(argv)
-    routes = [tuple(r) for r in json.loads((args.bundle / "manifest.json").read_text())["routes"]]
-    testsets = {"ntrex": load_testset("ntrex", None, routes)}
-    if args.data is not None:
-        testsets["tatoeba"] = load_testset("tatoeba-test", args.data, routes)
+    args = study_arguments(__doc__, "runs/glossary_study", argv)
+    testsets = held_out_testsets(args.bundle, args.data)
     rng = random.Random(args.seed)
     result: dict[str, Any] = {"bundle": str(args.bundle), "sentences": args.sentences}
     rows: list[dict[str, Any]] = []

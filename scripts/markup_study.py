@@ -135,18 +135,29 @@ def study_direction(
     return result
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def study_arguments(doc: str, out: str, argv: list[str] | None) -> argparse.Namespace:
+    """The command line of a study on held-out sentences (this one, the glossary study)."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("--bundle", type=Path, default=Path("models/default"))
     parser.add_argument("--data", type=Path, help="the corpus, for its held-out Tatoeba slice")
     parser.add_argument("--sentences", type=int, default=20, help="per direction and kind")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--out", type=Path, default=Path("runs/markup_study"))
-    args = parser.parse_args(argv)
-    routes = [tuple(r) for r in json.loads((args.bundle / "manifest.json").read_text())["routes"]]
+    parser.add_argument("--out", type=Path, default=Path(out))
+    return parser.parse_args(argv)
+
+
+def held_out_testsets(bundle: Path, data: Path | None) -> dict[str, Any]:
+    """NTREX-128 and, with the corpus, its held-out Tatoeba slice, for the bundle's routes."""
+    routes = [tuple(r) for r in json.loads((bundle / "manifest.json").read_text())["routes"]]
     testsets = {"ntrex": load_testset("ntrex", None, routes)}
-    if args.data is not None:
-        testsets["tatoeba"] = load_testset("tatoeba-test", args.data, routes)
+    if data is not None:
+        testsets["tatoeba"] = load_testset("tatoeba-test", data, routes)
+    return testsets
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = study_arguments(__doc__, "runs/markup_study", argv)
+    testsets = held_out_testsets(args.bundle, args.data)
     result: dict[str, Any] = {"bundle": str(args.bundle), "sentences": args.sentences}
     rows = []
     with ServerProcess([args.bundle]) as server:

@@ -329,22 +329,23 @@
     return terms;
   }
 
-  function glossaryFailed(err) {
-    showError(err.message);
-    el.glossaryBox.open = true;
-    el.glossary.focus();
+  // The glossary's terms, or null when a line is malformed (said, and the box opened).
+  function termsOrSay() {
+    try {
+      return readGlossary();
+    } catch (err) {
+      showError(err.message);
+      el.glossaryBox.open = true;
+      el.glossary.focus();
+      return null;
+    }
   }
 
   async function translate() {
     if (busy || el.translate.disabled) return;
     const target = el.target.value;
-    let terms;
-    try {
-      terms = readGlossary();
-    } catch (err) {
-      glossaryFailed(err);
-      return;
-    }
+    const terms = termsOrSay();
+    if (terms === null) return;
     const body = { text: el.text.value, source: el.source.value, target, ...terms };
     const n = Number.parseInt(el.numAlternatives.value, 10);
     if (!Number.isNaN(n) && n !== 0) body.num_alternatives = n;
@@ -374,13 +375,8 @@
       showError("Choose a file to translate.");
       return;
     }
-    let terms;
-    try {
-      terms = readGlossary();
-    } catch (err) {
-      glossaryFailed(err);
-      return;
-    }
+    const terms = termsOrSay();
+    if (terms === null) return;
     const form = new FormData();
     form.append("file", file);
     form.append("source", el.source.value);
