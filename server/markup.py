@@ -672,8 +672,11 @@ def _walk(spans: list[Span]) -> Iterator[Span]:
 def _translatable(plain: str, spans: list[Span]) -> bool:
     """Whether a letter or digit lies outside the kept elements (a unit of punctuation or
     symbols alone, or of code alone, is written back as it is)."""
-    kept = [(s.start, s.end) for s in _walk(spans) if s.inner is not None]
-    return any(c.isalnum() and not any(a <= i < b for a, b in kept) for i, c in enumerate(plain))
+    outside = list(plain)
+    for span in _walk(spans):
+        if span.inner is not None:
+            outside[span.start : span.end] = " " * (span.end - span.start)
+    return any(c.isalnum() for c in outside)
 
 
 def _with_attributes(token: Token, slots: dict[str, int], translations: list[str]) -> str:
