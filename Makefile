@@ -11,7 +11,8 @@ PORT ?= 8000
 # Bundle directories to serve; empty = the bundled default model (models/default).
 BUNDLES ?=
 
-.PHONY: serve serve-cluster test test-fast lint format install-serve install-all install-browser install-gettext \
+.PHONY: serve serve-cluster test test-fast lint format install-serve install-all install-browser \
+	install-gettext \
 	corpus tokenizer default-model clean
 
 $(PY):
@@ -31,18 +32,7 @@ $(VENV)/.all-installed: pyproject.toml | $(PY)
 	$(PIP) install --quiet -e '.[serve,train,dev]'
 	touch $@ $(VENV)/.serve-installed
 
-install-# The .po tests make their catalogues with gettext's own tools (xgettext, msginit) and check
-# the output with msgfmt: installed the same way, skipped with the reason where they cannot be.
-install-gettext:
-	@if command -v msgfmt >/dev/null 2>&1; then :; \
-	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
-		echo "installing gettext for the .po tests"; \
-		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-			--no-install-recommends gettext >/dev/null; } \
-		|| echo "gettext could not be installed: the .po tests will be skipped"; \
-	else echo "no gettext and no apt-get as root: the .po tests will be skipped"; fi
-
-serve: $(VENV)/.serve-installed
+install-serve: $(VENV)/.serve-installed
 install-all: $(VENV)/.all-installed
 
 # The web page tests drive Debian's chromium through Playwright (which cannot download its own
@@ -56,6 +46,17 @@ install-browser:
 			--no-install-recommends chromium >/dev/null; } \
 		|| echo "chromium could not be installed: the web page tests will be skipped"; \
 	else echo "no chromium and no apt-get as root: the web page tests will be skipped"; fi
+
+# The .po tests make their catalogues with gettext's own tools (xgettext, msginit) and check
+# the output with msgfmt: installed the same way, skipped with the reason where they cannot be.
+install-gettext:
+	@if command -v msgfmt >/dev/null 2>&1; then :; \
+	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+		echo "installing gettext for the .po tests"; \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			--no-install-recommends gettext >/dev/null; } \
+		|| echo "gettext could not be installed: the .po tests will be skipped"; \
+	else echo "no gettext and no apt-get as root: the .po tests will be skipped"; fi
 
 serve: $(VENV)/.serve-installed
 	$(PY) -m server --host $(HOST) --port $(PORT) $(BUNDLES)
