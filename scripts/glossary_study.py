@@ -6,8 +6,9 @@ held-out everyday slice, Tatoeba): for each sentence a source word of 4 or more 
 the first) is translated alone; when the reference has that translation as a word, the pair
 (source word -> the reference's word) is the sentence's glossary, a term the reference
 confirms. Each sentence is translated without the glossary and with it (``/v1/translate``,
-``glossary``), and scored: the share of outputs that hold the target term (as a word), and
-chrF against the references. A second set keeps names: a name or number written the same in
+``glossary``), and scored: the share of outputs that hold the target term as a word (as
+written, and in any case: a term is capitalised at the start of a sentence), and chrF against
+the references. A second set keeps names: a name or number written the same in
 source and reference, sent as ``do_not_translate``.
 
     python scripts/glossary_study.py --bundle models/default --data data/default_mixed/corpus
@@ -36,8 +37,9 @@ from scripts.markup_study import copied_word, held_out_testsets, study_arguments
 WORD = re.compile(r"\w+")
 
 
-def has_word(text: str, word: str) -> bool:
-    return re.search(rf"(?<!\w){re.escape(word)}(?!\w)", text) is not None
+def has_word(text: str, word: str, any_case: bool = False) -> bool:
+    flags = re.IGNORECASE if any_case else 0
+    return re.search(rf"(?<!\w){re.escape(word)}(?!\w)", text, flags) is not None
 
 
 def translate(client: httpx.Client, texts: list[str], src: str, tgt: str, **extra) -> list[str]:
@@ -89,6 +91,10 @@ def study(client, src, tgt, rows, sentences, rng) -> dict[str, Any]:
             "sentences": len(items),
             "present_plain": sum(has_word(o, w) for o, w in zip(plain, wanted, strict=True)),
             "present_kept": sum(has_word(o, w) for o, w in zip(kept, wanted, strict=True)),
+            # a term capitalised at the start of a sentence is still the term
+            "present_kept_any_case": sum(
+                has_word(o, w, any_case=True) for o, w in zip(kept, wanted, strict=True)
+            ),
             "chrf_plain": score(plain, refs, tgt)["chrf"],
             "chrf_kept": score(kept, refs, tgt)["chrf"],
         }
@@ -123,11 +129,13 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     for row in rows:
         s = summary.setdefault(f"{row['testset']} {row['kind']}", {"directions": 0})
         s["directions"] += 1
-        for key in ("sentences", "present_plain", "present_kept", "chrf_plain", "chrf_kept"):
+        for key in ("sentences", "present_plain", "present_kept", "present_kept_any_case",
+                    "chrf_plain", "chrf_kept"):  # fmt: skip
             s[key] = s.get(key, 0) + row[key]
     for s in summary.values():
         s["share_plain"] = round(s["present_plain"] / s["sentences"], 3)
         s["share_kept"] = round(s["present_kept"] / s["sentences"], 3)
+        s["share_kept_any_case"] = round(s["present_kept_any_case"] / s["sentences"], 3)
         s["chrf_plain"] = round(s["chrf_plain"] / s["directions"], 2)
         s["chrf_kept"] = round(s["chrf_kept"] / s["directions"], 2)
     return summary
