@@ -13,6 +13,7 @@ drift from the model and can be regenerated from a clean clone.
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -118,6 +119,7 @@ class CardInputs:
     summary: dict[str, Any]  # the stage-3 run's summary.json ({} without stage 3)
     choice: dict[str, Any]  # how far back toward its start, chosen on dev (choice.json, or {})
     earlier: list[dict[str, Any]]  # stages 1 and 2
+    slices: list[dict[str, Any]]  # every stage-3 slice shipped (slices.json)
     apertium: Path
 
     @property
@@ -157,6 +159,9 @@ def build_card(bundle: Path, evidence: Path, curve: Path) -> str:
         summary=_json(evidence / "summary.json") if stage3 else {},
         choice=_json(evidence / "choice.json") if (evidence / "choice.json").is_file() else {},
         earlier=_json(evidence / "earlier_stages.json")["stages"],
+        slices=_json(evidence / "slices.json")["slices"]
+        if (evidence / "slices.json").is_file()
+        else [],
         apertium=evidence / "apertium_ntrex.json",
     )
     if stage3:
@@ -334,9 +339,58 @@ def _training(card: CardInputs) -> list[str]:
             else "."
         ),
         *_weight_choice(card.choice),
+        *_slices(card.slices),
         "",
         f"![learning curves]({CURVE})",
     ]
+
+
+def _slices(slices: list[dict[str, Any]]) -> list[str]:
+    """Every stage-3 slice shipped so far (``slices.json``): the model's whole lineage."""
+    if not slices:
+        return []
+    lines = [
+        "",
+        "  Every stage-3 slice shipped, each from the model the one before shipped (general:"
+        " the mean over NTREX and the held-out software and everyday test sets, as served;"
+        " Bible: Acts):",
+        "",
+        "  | shipped | on | updates | minutes | best step | weight back | general | Bible |",
+        "  |---|---|---:|---:|---:|---:|---|---|",
+    ]
+    for s in slices:
+        lines.append(
+            f"  | {s['shipped']} | {s['device']} | {s['updates']:,} | {s['train_minutes']} | "
+            f"{s['best_step']:,} | {s['weight_back']:g} | {s['general_before']:.2f} -> "
+            f"{s['general_after']:.2f} | {s['bible_before']:.2f} -> {s['bible_after']:.2f} |"
+        )
+    return lines
+
+
+def record_slice(evidence: Path, verdict: Path, weight: float, shipped: str) -> None:
+    """Append the slice just shipped to ``slices.json`` (from its summary and verdict)."""
+    summary, found = _json(evidence / "summary.json"), _json(verdict)
+    path = evidence / "slices.json"
+    history = _json(path) if path.is_file() else {"slices": []}
+    best = max(
+        (json.loads(line) for line in (evidence / "metrics.jsonl").read_text().splitlines()
+         if '"eval"' in line),
+        key=lambda e: e.get("dev_chrf", float("-inf")),
+        default={},
+    )  # fmt: skip
+    history["slices"].append({
+        "shipped": shipped,
+        "device": summary.get("device_name") or summary.get("device"),
+        "updates": summary.get("steps_this_run", summary.get("step")),
+        "train_minutes": round(summary.get("train_seconds", 0) / 60),
+        "best_step": best.get("step"),
+        "weight_back": weight,
+        "general_before": round(found["general_before"], 2),
+        "general_after": round(found["general_after"], 2),
+        "bible_before": round(found["acts_before"], 2),
+        "bible_after": round(found["acts_after"], 2),
+    })  # fmt: skip
+    path.write_text(json.dumps(history, indent=1) + "\n")
 
 
 def _weight_choice(choice: dict[str, Any]) -> list[str]:
@@ -462,7 +516,17 @@ def main() -> int:
     p.add_argument("--evidence", type=Path, default=ROOT / "docs" / "default_model")
     p.add_argument("--out", type=Path, default=ROOT / "MODEL_CARD.md")
     p.add_argument("--curve", type=Path, default=ROOT / CURVE, help="where to write the curves")
+    p.add_argument(
+        "--record-slice",
+        type=Path,
+        metavar="VERDICT",
+        help="first append the slice just shipped (its verdict.json) to slices.json",
+    )
+    p.add_argument("--weight", type=float, default=0.0, help="with --record-slice: its weight back")
     args = p.parse_args()
+    if args.record_slice is not None:
+        today = datetime.datetime.now(datetime.UTC).date().isoformat()
+        record_slice(args.evidence, args.record_slice, args.weight, today)
     args.out.write_text(build_card(args.bundle, args.evidence, args.curve))
     print(f"model card -> {args.out}")
     return 0

@@ -105,7 +105,9 @@ cp "$WORK"/after/*.json docs/default_model/eval/
 cp "$RUN_LOGS/summary.json" "$RUN_LOGS/metrics.jsonl" docs/default_model/
 rm -f docs/default_model/choice.json
 [ ! -f "$WORK/choice.json" ] || cp "$WORK/choice.json" docs/default_model/
-$PY scripts/model_card.py --bundle "$OUT"
+# the slice joins the model's lineage (docs/default_model/slices.json) before the card is made
+WEIGHT=$(basename "$CHOSEN")
+$PY scripts/model_card.py --bundle "$OUT" --record-slice "$WORK/verdict.json" --weight "$WEIGHT"
 # The model just shipped is the bar for the next candidate.
 rm -rf "$WORK/before" "$WORK/before_dev"
 mv "$WORK/after" "$WORK/before"

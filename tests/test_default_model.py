@@ -7,7 +7,9 @@ bundle and the committed evaluations.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -214,3 +216,15 @@ def test_the_model_card_is_generated_from_the_bundle_and_its_evaluations(tmp_pat
     spec.loader.exec_module(model_card)
     card = model_card.build_card(DEFAULT, ROOT / "docs/default_model", tmp_path / "curve.png")
     assert card == (ROOT / "MODEL_CARD.md").read_text()
+    # a slice shipped next joins the lineage from its summary and verdict
+    evidence = tmp_path / "evidence"
+    shutil.copytree(ROOT / "docs/default_model", evidence)
+    verdict = tmp_path / "verdict.json"
+    verdict.write_text(json.dumps({"general_before": 28.82, "general_after": 29.5,
+                                   "acts_before": 37.85, "acts_after": 37.6}))  # fmt: skip
+    model_card.record_slice(evidence, verdict, 0.35, "2026-12-01")
+    card = model_card.build_card(DEFAULT, evidence, tmp_path / "curve.png")
+    assert (
+        "| 2026-12-01 | x86_64 CPU, 2 threads | 1,882 | 85 | 1,250 | 0.35 | 28.82 -> 29.50 |"
+        in card
+    )
