@@ -13,7 +13,7 @@ from .auth import Caller
 from .documents.plain import html_document
 from .service import TextResult, TranslationService
 from .state import AppState
-from .terms import translate_with_terms
+from .terms import Translate, translate_with_terms
 from .validation import Options, Terms, parse_terms
 
 
@@ -61,12 +61,28 @@ async def translate_texts(
             for t in texts
         ]
 
-    def translate(batch: list[str], src: str) -> Awaitable[list[TextResult]]:
-        return svc.translate(
-            batch, src, target, opts, model, limit_count=False, deadline=deadline, client=client
-        )
-
+    translate = service_translate(svc, target, opts, model, deadline, client)
     return await translate_with_terms(translate, texts, source, terms)
+
+
+def service_translate(
+    svc: TranslationService,
+    target: str,
+    opts: Options,
+    model: str | None,
+    deadline: float,
+    client: str,
+) -> Translate:
+    """The service's translate for one request, as ``server.terms`` calls it (texts, source);
+    the texts were checked already, so the terms translated alone are not counted."""
+
+    def translate(texts: list[str], source: str) -> Awaitable[list[TextResult]]:
+        return svc.translate(
+            texts, source, target, opts, model, limit_count=False, deadline=deadline,
+            client=client,
+        )  # fmt: skip
+
+    return translate
 
 
 async def translate_html(
@@ -93,11 +109,7 @@ async def translate_html(
     if source == target:
         return TextResult(doc, source, confidence)
 
-    def translate(texts: list[str], src: str) -> Awaitable[list[TextResult]]:
-        return svc.translate(
-            texts, src, target, opts, model, limit_count=False, deadline=deadline, client=client
-        )
-
+    translate = service_translate(svc, target, opts, model, deadline, client)
     results = await translate_with_terms(translate, document.texts, source, terms or Terms())
     rebuilt = await asyncio.to_thread(document.rebuild, [r.text for r in results])
     text = rebuilt.decode("utf-8")

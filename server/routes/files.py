@@ -16,7 +16,6 @@ import re
 import secrets
 import tempfile
 import time
-from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +27,8 @@ from ..auth import admit, identify, key_from_request
 from ..dependencies import ServiceDep, StateDep
 from ..documents import FORMATS, DocumentError, open_document
 from ..errors import ApiError, bad_request
-from ..request_texts import request_terms
+from ..request_texts import request_terms, service_translate
 from ..schemas import LT_TRANSLATE_ERRORS, LTFileResponse
-from ..service import TextResult
 from ..state import AppState
 from ..terms import translate_with_terms
 
@@ -107,13 +105,7 @@ async def translate_file(request: Request, st: StateDep, svc: ServiceDep) -> JSO
     if document.texts:
         deadline = time.monotonic() + st.settings.request_timeout_s
         opts = svc.validate_options(None, 0, None)
-
-        def translate(texts: list[str], src: str) -> Awaitable[list[TextResult]]:
-            return svc.translate(
-                texts, src, target, opts, limit_count=False, deadline=deadline,
-                client=caller.subject,
-            )  # fmt: skip
-
+        translate = service_translate(svc, target, opts, None, deadline, caller.subject)
         results = await translate_with_terms(translate, document.texts, source, terms)
         translations = [r.text for r in results]
     name = f"{secrets.token_hex(16)}.{Path(upload.filename).name}"
