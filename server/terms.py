@@ -52,28 +52,28 @@ async def translate_with_terms(
     alone, to find its words in the translation: with the texts when the source is given,
     after them (in the language detected for each text) when it is ``auto``."""
     uses = [find_terms(t, terms) for t in texts]
-    alone = [texts[i][u.span.start : u.span.end] for i, us in enumerate(uses) for u in us]
+    # each term as written, once per source language (a term found many times is one text)
+    wanted_alone: dict[tuple[str, str], int] = {}
+    for i, us in enumerate(uses):
+        for u in us:
+            key = (texts[i][u.span.start : u.span.end], str(i) if source == "auto" else source)
+            u.span.text_slot = len(texts) + wanted_alone.setdefault(key, len(wanted_alone))
+    alone = [term for term, _ in wanted_alone]
     if not alone:
         return await translate(texts, source)
     if source != "auto":
         results = await translate(texts + alone, source)
         results, extra = results[: len(texts)], [r.text for r in results[len(texts) :]]
-    else:
+    else:  # after the texts: each term in the language detected for its text
         results = await translate(texts, source)
         extra = [""] * len(alone)
-        by_source: dict[str, list[int]] = {}  # the terms' slots, by their text's language
-        langs = [results[i].source for i, us in enumerate(uses) for _ in us]
-        for k, lang in enumerate(langs):
-            by_source.setdefault(lang, []).append(k)
+        by_source: dict[str, list[int]] = {}
+        for (_, text_index), k in wanted_alone.items():
+            by_source.setdefault(results[int(text_index)].source, []).append(k)
         for lang, slots in by_source.items():
             done = await translate([alone[k] for k in slots], lang)
             for k, r in zip(slots, done, strict=True):
                 extra[k] = r.text
-    slot = len(texts)
-    for us in uses:
-        for u in us:
-            u.span.text_slot = slot
-            slot += 1
     translations = texts + extra
     out = []
     for text, result, us in zip(texts, results, uses, strict=True):

@@ -22,6 +22,7 @@ TABLE = {
     "LSMT": "Lsmt",
     "save the file": "enregistrez le fichier",
     "save": "enregistrez",
+    "save it, then save it all": "enregistrez-le, puis enregistrez tout",
 }
 
 
@@ -75,6 +76,10 @@ def test_terms_translated_alone_go_with_the_texts_or_after_detection():
     detected = Translator(detected="en")
     run(["Ask Maria about LSMT."], terms, "auto", detected)
     assert detected.calls == [(["Ask Maria about LSMT."], "auto"), (["Maria"], "en")]
+    repeated = Translator()  # a term found twice is translated alone once
+    out = run(["save it, then save it all"], parse_terms({"save": "sauvez"}, None), "en", repeated)
+    assert repeated.calls == [(["save it, then save it all", "save"], "en")]
+    assert out == ["sauvez-le, puis sauvez tout"]
     plain = Translator()
     assert run(["Save"], Terms(), "en", plain) == ["Enregistrer"]
     assert plain.calls == [(["Save"], "en")]  # no terms: one call, nothing added
