@@ -35,28 +35,28 @@ $(VENV)/.all-installed: pyproject.toml | $(PY)
 install-serve: $(VENV)/.serve-installed
 install-all: $(VENV)/.all-installed
 
-# The web page tests drive Debian's chromium through Playwright (which cannot download its own
-# browsers here). Installed when missing and apt-get can run (CI: root on a fresh Debian);
-# otherwise those tests are skipped with the reason rather than failing the whole run.
-install-browser:
-	@if command -v chromium >/dev/null 2>&1 || [ -n "$$LSMT_TEST_CHROMIUM" ]; then :; \
+# Tools some tests drive, from Debian: installed when missing and apt-get can run (CI: root on
+# a fresh Debian); otherwise those tests are skipped with the reason rather than failing the
+# whole run. $(call apt-tool,COMMAND,PACKAGE,TESTS)
+define apt-tool
+	@if command -v $(1) >/dev/null 2>&1; then :; \
 	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
-		echo "installing chromium for the web page tests"; \
+		echo "installing $(2) for the $(3)"; \
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-			--no-install-recommends chromium >/dev/null; } \
-		|| echo "chromium could not be installed: the web page tests will be skipped"; \
-	else echo "no chromium and no apt-get as root: the web page tests will be skipped"; fi
+			--no-install-recommends $(2) >/dev/null; } \
+		|| echo "$(2) could not be installed: the $(3) will be skipped"; \
+	else echo "no $(2) and no apt-get as root: the $(3) will be skipped"; fi
+endef
+
+# The web page tests drive Debian's chromium through Playwright (which cannot download its own
+# browsers); LSMT_TEST_CHROMIUM names another one.
+install-browser:
+	$(if $(LSMT_TEST_CHROMIUM),@:,$(call apt-tool,chromium,chromium,web page tests))
 
 # The .po tests make their catalogues with gettext's own tools (xgettext, msginit) and check
-# the output with msgfmt: installed the same way, skipped with the reason where they cannot be.
+# the output with msgfmt.
 install-gettext:
-	@if command -v msgfmt >/dev/null 2>&1; then :; \
-	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
-		echo "installing gettext for the .po tests"; \
-		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-			--no-install-recommends gettext >/dev/null; } \
-		|| echo "gettext could not be installed: the .po tests will be skipped"; \
-	else echo "no gettext and no apt-get as root: the .po tests will be skipped"; fi
+	$(call apt-tool,msgfmt,gettext,.po tests)
 
 serve: $(VENV)/.serve-installed
 	$(PY) -m server --host $(HOST) --port $(PORT) $(BUNDLES)
