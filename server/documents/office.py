@@ -118,6 +118,7 @@ class Paragraph:
         self.text = "".join(t.text or "" for t in self.own)
         self.slot = -1
         self.spans: list[tuple[Span, Stretch]] = []
+        self.base: Stretch | None = None  # the paragraph's own formatting, when it has spans
         if not self.text.strip():
             return
         self.slot = len(texts)
@@ -183,14 +184,16 @@ class Paragraph:
             for t in self.own[1:]:
                 t.text = ""
             return
+        assert self.base is not None  # set with the spans
+        base = self.base
         placed = place(self.text, [s for s, _ in self.spans], target, translations)
         pieces: list[tuple[Stretch, str]] = []
         at = 0
         for span, st in sorted(self.spans, key=lambda x: placed[id(x[0])].start):
             where = placed[id(span)]
-            pieces += [(self.base, target[at : where.start]), (st, target[where.start : where.end])]
+            pieces += [(base, target[at : where.start]), (st, target[where.start : where.end])]
             at = where.end
-        pieces.append((self.base, target[at:]))
+        pieces.append((base, target[at:]))
         self._replace_runs(pieces)
 
     def _set_text(self, t: ET.Element, text: str) -> None:
