@@ -16,6 +16,8 @@
 #   TIME_LIMIT=30 make default-model     # train at most 30 minutes per stage and call, then stop
 #                                        # (stage 3: then evaluate the slice and ship it if better)
 #   DENSE_STEPS=20 LSL_STEPS=20 MIXED_STEPS=20 ...   # a quick smoke run of the whole pipeline
+#   MIXED_SET='data.source_weights={tatoeba: 3}' ...  # a recipe override for stage 3 (a run
+#                                        # resumed keeps its own recipe unless told otherwise)
 #
 # Where the corpora and runs live: data/ and runs/ of the checkout. A checkout that is
 # replaced between calls (a fresh clone per session or per CI job) would lose the run it is
@@ -59,6 +61,7 @@ train() {  # train STAGE MAX_STEPS: start the stage's run, or resume it
     local run=runs/default_$1 args=()
     if [ -f "$run/last.pt" ]; then args=(--resume); else
         args=(--config "training/recipes/default_$1_8-2.yaml"); fi
+    [ "$1" = mixed ] && [ -n "${MIXED_SET:-}" ] && args+=(--set "$MIXED_SET")
     $PY -m training.train "${args[@]}" --out "$run" ${2:+--max-steps "$2"} \
         ${TIME_LIMIT:+--time-limit "$TIME_LIMIT"}
     if [ -n "$TIME_LIMIT" ] && "$PY" -c "import json,sys; sys.exit(not json.load(open('$run/summary.json'))['stopped_early'])"; then

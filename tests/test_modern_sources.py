@@ -183,6 +183,20 @@ def test_source_temperature_rebalances_sources_within_a_direction():
 
     sqrt = mix_sources(rows, ids, 2.0, (1, 0))  # p ~ sqrt(0.9) : sqrt(0.1) = 0.75 : 0.25
     assert sum(s.startswith("help") for s, _ in sqrt) == 250
+    # A weight multiplies the share: 0.75 : 3 * 0.25 = 1 : 1.
+    weighted = mix_sources(rows, ids, 2.0, (1, 0), {"gnome-docs": 3.0})
+    assert len(weighted) == 1000
+    assert sum(s.startswith("help") for s, _ in weighted) == 500
+    assert mix_sources(rows, ids, 2.0, (1, 0), {"wesnoth": 9.0}) == sqrt  # absent: no effect
+
+
+def test_source_weights_are_checked_in_the_recipe():
+    from training.recipe import DataConfig
+
+    with pytest.raises(ValueError, match=r"needs data\.source_temperature"):
+        DataConfig(dir="d", source_weights={"tatoeba": 2.0})
+    with pytest.raises(ValueError, match="must be positive"):
+        DataConfig(dir="d", source_temperature=5.0, source_weights={"tatoeba": 0})
 
 
 # -- the package cache --------------------------------------------------------------------------

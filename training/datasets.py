@@ -45,12 +45,17 @@ def load_pairs(
 
 
 def mix_sources(
-    rows: list[tuple[str, str]], ids: list[str], temperature: float, seed: tuple[int, int]
+    rows: list[tuple[str, str]],
+    ids: list[str],
+    temperature: float,
+    seed: tuple[int, int],
+    weights: dict[str, float] | None = None,
 ) -> list[tuple[str, str]]:
-    """The pairs of one direction re-drawn so that source s makes up p_s ~ n_s ** (1/T) of
-    them (``route_probabilities``' rule, over sources): T = 1 keeps every pair once, a larger T
-    repeats small sources and samples large ones (without replacement while they suffice).
-    The direction keeps its size, so direction sampling is unchanged. Deterministic."""
+    """The pairs of one direction re-drawn so that source s makes up p_s ~ w_s * n_s ** (1/T)
+    of them (``route_probabilities``' rule over sources, times the source's weight, 1 where
+    ``weights`` does not name it): T = 1 and no weights keep every pair once, a larger T or
+    weight repeats small sources and samples large ones (without replacement while they
+    suffice). The direction keeps its size, so direction sampling is unchanged. Deterministic."""
     from training.data.formats import source_of
 
     from .batching import route_probabilities
@@ -59,6 +64,10 @@ def mix_sources(
     for i, pair_id in enumerate(ids):
         by_source.setdefault(source_of(pair_id), []).append(i)
     probs = route_probabilities({s: len(v) for s, v in by_source.items()}, temperature)
+    if weights:
+        probs = {s: p * weights.get(s, 1.0) for s, p in probs.items()}
+        total = sum(probs.values())
+        probs = {s: p / total for s, p in probs.items()}
     rng = np.random.default_rng(list(seed))
     out: list[tuple[str, str]] = []
     for source in sorted(by_source):
@@ -250,7 +259,11 @@ def _training_pairs(recipe: Recipe, data_dir: Path) -> dict[Route, list[tuple[st
         temperature = recipe.data.source_temperature
         train_pairs = {
             r: mix_sources(
-                train_pairs[r], load_ids(data_dir, "train", r.src, r.tgt), temperature, (t.seed, i)
+                train_pairs[r],
+                load_ids(data_dir, "train", r.src, r.tgt),
+                temperature,
+                (t.seed, i),
+                recipe.data.source_weights,
             )
             for i, r in enumerate(routes)
         }

@@ -66,6 +66,10 @@ class DataConfig(_Strict):
     """Within a direction, draw the sources of a corpus built with package sources
     (docs/data.md) with p(source) ~ n_source ** (1/T), the direction keeping its size
     (``training.datasets.mix_sources``); None = every pair once (p ~ n_source)."""
+    source_weights: dict[str, float] | None = None
+    """With ``source_temperature``: multiply a source's share by its weight (then renormalise),
+    e.g. ``{tatoeba: 2.5}`` to weigh everyday text more than its size alone would; sources
+    not named keep weight 1."""
     target_vocab: TargetVocabConfig | None = None
     """Per-target-language vocabularies (``training.vocab``): pieces seen >= ``min_count``
     times, the ``max_size`` most frequent; with ``filter_training`` the target side is
@@ -77,6 +81,17 @@ class DataConfig(_Strict):
         for r in routes or []:
             parse_route(r)
         return routes
+
+    @model_validator(mode="after")
+    def _source_weights(self) -> DataConfig:
+        if self.source_weights is None:
+            return self
+        if self.source_temperature is None:
+            raise ValueError("data.source_weights needs data.source_temperature (try 5.0)")
+        bad = {s: w for s, w in self.source_weights.items() if not w > 0}
+        if bad:
+            raise ValueError(f"data.source_weights must be positive, got {bad}")
+        return self
 
 
 class TrainingConfig(_Strict):
