@@ -12,7 +12,7 @@ PORT ?= 8000
 BUNDLES ?=
 
 .PHONY: serve serve-cluster test test-fast lint format install-serve install-all install-browser \
-	install-gettext \
+	install-gettext install-promtool \
 	corpus tokenizer default-model clean
 
 $(PY):
@@ -58,6 +58,11 @@ install-browser:
 install-gettext:
 	$(call apt-tool,msgfmt,gettext,.po tests)
 
+# The alert rules are checked and unit-tested by promtool, and the dashboard's queries run
+# against a real Prometheus scraping a real server (Debian's prometheus package has both).
+install-promtool:
+	$(call apt-tool,promtool,prometheus,alert rule and dashboard tests)
+
 serve: $(VENV)/.serve-installed
 	$(PY) -m server --host $(HOST) --port $(PORT) $(BUNDLES)
 
@@ -73,7 +78,7 @@ define pytest
 endef
 
 # Every tier: unit, integration (servers, browsers, engines) and slow (model trainings).
-test: lint install-browser install-gettext
+test: lint install-browser install-gettext install-promtool
 	$(call pytest,)
 
 # The unit tier only (tests that are neither `integration` nor `slow`): a quick check while

@@ -35,6 +35,7 @@ from .state import (
     count_engine_cache_errors,
     load_bundles,
     open_key_store,
+    readiness_problems,
     warm_up,
     warmup_plan,
 )
@@ -123,6 +124,7 @@ def create_app(
         lifespan=_lifespan(st, bundles, loader, decoders),
     )
     app.state.lsmt = st
+    st.metrics.watch_readiness(lambda: not readiness_problems(st))
     install_error_handlers(app, authenticate=require_api_key)
     app.add_middleware(RequestContextMiddleware, state=st)
     for module in (translate, catalogue, operations, libretranslate, files, admin):

@@ -164,6 +164,8 @@ class EngineRegistry:
         self.device = settings.resolved_device
         self.device_budget = settings.resolved_device_budget
         self.host_budget = settings.host_budget_bytes
+        metrics.engine_budget_bytes.labels("device").set(self.device_budget)
+        metrics.engine_budget_bytes.labels("host").set(self.host_budget)
         self._executor = load_executor or ThreadPoolExecutor(
             settings.load_workers, thread_name_prefix="lsmt-load"
         )
@@ -189,6 +191,7 @@ class EngineRegistry:
 
     def update_gauges(self) -> None:
         m = self.metrics
+        m.engines_failed.set(sum(e.state == State.FAILED for e in self.engines.values()))
         for tier, state in (("device", State.LOADED), ("host", State.HOST)):
             es = [e for e in self.engines.values() if e.state == state]
             m.engines_loaded.labels(tier).set(len(es))

@@ -8,6 +8,8 @@ one of device/host, ``stage`` one of four, ``reason`` one of a few fixed words, 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from lsmt_bundle.engine_cache import CACHE_ERRORS
@@ -45,6 +47,7 @@ class Metrics:
     def __init__(self) -> None:
         r = self.registry = CollectorRegistry(auto_describe=True)
         self._declare_http(r)
+        self._declare_readiness(r)
         self._declare_batching(r)
         self._declare_output_checks(r)
         self._declare_engines(r)
@@ -78,6 +81,19 @@ class Metrics:
             "lsmt_caller_characters", "Characters of the requests admitted, by caller kind.",
             ["kind"], registry=r,
         )  # fmt: skip
+
+    def _declare_readiness(self, r: CollectorRegistry) -> None:
+        """Readiness as /readyz judges it, read at each collection (``watch_readiness``)."""
+        self.ready = Gauge(
+            "lsmt_ready",
+            "1 while the server is ready (/readyz answers 200), 0 while it is not.",
+            registry=r,
+        )
+
+    def watch_readiness(self, is_ready: Callable[[], bool]) -> None:
+        """``lsmt_ready`` follows ``is_ready`` at every collection: a scrape, or the cluster's
+        reports, never a stale value set at the last /readyz call."""
+        self.ready.set_function(lambda: float(is_ready()))
 
     def _declare_batching(self, r: CollectorRegistry) -> None:
         """The translation pipeline: stages, batches, tokens, queues, refusals."""
@@ -187,6 +203,17 @@ class Metrics:
         )
         self.engine_bytes = Gauge(
             "lsmt_engine_bytes", "Bytes of resident engines per tier.", ["tier"], registry=r
+        )
+        self.engines_failed = Gauge(
+            "lsmt_engines_failed",
+            "Engines whose load failed, refused until their retry is due (/readyz lists them).",
+            registry=r,
+        )
+        self.engine_budget_bytes = Gauge(
+            "lsmt_engine_budget_bytes",
+            "Byte budget of each tier (LSMT_DEVICE_BUDGET_BYTES, LSMT_HOST_BUDGET_BYTES).",
+            ["tier"],
+            registry=r,
         )
         self.engine_resident = Gauge(
             "lsmt_engine_resident",

@@ -74,6 +74,21 @@ def load_bundles(st: AppState, bundles: list[Any] | None) -> None:
         log.error("bundle %s has damaged module files: %s", name, problems)
 
 
+def readiness_problems(st: AppState) -> list[str]:
+    """Why the server is not ready (empty when it is): /readyz answers 503 and ``lsmt_ready``
+    is 0 while any holds."""
+    problems = []
+    if st.bundle_errors:
+        problems.append("invalid bundle(s)")
+    if not st.bundles:
+        problems.append("no bundle loaded")
+    if not st.warmup_done:
+        problems.append("warm-up not finished")
+    if st.warmup_errors:
+        problems.append("warm-up failed")
+    return problems
+
+
 def damaged_files(st: AppState) -> dict[str, dict[str, str]]:
     """Bundle name -> {file: problem} for files missing or not of their recorded size: a
     damaged module fails only its routes, and readiness says so from the start (a stat per

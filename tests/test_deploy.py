@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from tests.dockerfile import chain, parse
+from tests.prometheus import check_names, exported_series, promql_names
 
 pytestmark = pytest.mark.integration
 
@@ -31,10 +32,6 @@ ENV_EXAMPLE = ROOT / ".env.example"
 DEPLOY_DOC = ROOT / "docs" / "deploy.md"
 SERVER_DOC = ROOT / "docs" / "server.md"
 STAGES = parse(DOCKERFILE)
-# Series Prometheus makes itself, and labels it adds to every scraped series; the cluster's
-# merged /metrics adds the replica of every series (server.cluster_metrics).
-PROMETHEUS_SERIES = {"up": set()}
-PROMETHEUS_LABELS = {"job", "instance", "replica"}
 
 
 def _tool(name: str) -> Path:
@@ -417,62 +414,20 @@ def test_grafana_provisioning(stack):
         assert ds["jsonData"]["timeInterval"] == scrape["global"]["scrape_interval"]
 
 
+def test_prometheus_loads_the_alert_rules(stack):
+    """The rule files prometheus.yml names are mounted beside it: the rules in deploy/."""
+    prom = stack["services"]["prometheus"]
+    config = yaml.safe_load(_mounted(prom, "/etc/prometheus/prometheus.yml").read_text())
+    assert config.get("rule_files"), "prometheus.yml loads no alert rules"
+    for name in config["rule_files"]:
+        mounted = _mounted(prom, str(Path("/etc/prometheus") / name))
+        assert mounted.resolve() == (ROOT / "deploy" / "prometheus" / name).resolve()
+        assert mounted.is_file(), mounted
+
+
 @pytest.fixture(scope="module")
 def exported() -> dict[str, set[str]]:
-    """Sample name -> label names, from /metrics of the real app serving the default model,
-    after one translation (so every histogram and labelled counter has a sample)."""
-    import asyncio
-
-    import httpx
-    from prometheus_client.parser import text_string_to_metric_families
-
-    from server.app import create_app
-    from server.settings import Settings
-
-    async def scrape() -> str:
-        settings = Settings(bundles=[ROOT / "models" / "default"], device="cpu", warmup_routes=[])
-        app = create_app(settings)
-        transport = httpx.ASGITransport(app=app)
-        async with (
-            app.router.lifespan_context(app),
-            httpx.AsyncClient(transport=transport, base_url="http://lsmt") as client,
-        ):
-            body = {"text": "In the beginning.", "source": "en", "target": "es"}
-            r = await client.post("/v1/translate", json=body, timeout=60)
-            assert r.status_code == 200, r.text
-            return (await client.get("/metrics")).text
-
-    text = asyncio.run(scrape())
-    out: dict[str, set[str]] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            out.setdefault(sample.name, set()).update(sample.labels)
-    return out
-
-
-# PromQL words that look like metric names.
-_KEYWORDS = {
-    *("by", "without", "on", "ignoring", "group_left", "group_right"),
-    *("bool", "and", "or", "unless", "offset"),
-}
-
-
-def promql_names(expr: str) -> tuple[set[str], set[str]]:
-    """(metric names, label names) used by a PromQL expression."""
-    expr = re.sub(r"\[[^\]]*\]", "", expr)  # range selectors
-    labels: set[str] = set()
-    for group in re.findall(r"\b(?:by|without|on|ignoring)\s*\(([^)]*)\)", expr):
-        labels |= {x.strip() for x in group.split(",") if x.strip()}
-    for matchers in re.findall(r"\{([^}]*)\}", expr):
-        labels |= set(re.findall(r"(\w+)\s*(?:=~|!~|!=|=)", matchers))
-    expr = re.sub(r"\{[^}]*\}", "", expr)
-    expr = re.sub(r"\b(?:by|without|on|ignoring)\s*\([^)]*\)", "", expr)
-    names = {
-        m.group(0)
-        for m in re.finditer(r"(?<![\w.])[a-zA-Z_:][\w:]*", expr)
-        if m.group(0).lower() not in _KEYWORDS and not expr[m.end() :].lstrip().startswith("(")
-    }
-    return names, labels
+    return exported_series()
 
 
 def test_promql_names_reader():
@@ -494,14 +449,7 @@ def test_dashboard_queries_name_exported_metrics(stack, exported):
             assert panel.get("targets"), f"{path.name}: panel {panel['title']!r} has no query"
             exprs += [(path.name, panel["title"], t["expr"]) for t in panel["targets"]]
     for name, title, expr in exprs:
-        names, labels = promql_names(expr)
-        assert names, f"{name} {title!r}: no metric in {expr}"
-        known = {**exported, **PROMETHEUS_SERIES}
-        unknown = names - set(known)
-        assert not unknown, f"{name} {title!r}: {unknown} not exported by the server"
-        have = set().union(*(known[n] for n in names)) | PROMETHEUS_LABELS
-        assert labels <= have, f"{name} {title!r}: labels {labels - have} not on {names}"
-        used_names |= names
+        used_names |= check_names(f"{name} {title!r}", expr, exported)
     # What the dashboard must show (the issue's list).
     wanted = {
         "lsmt_http_requests_total",  # request rate, 4xx/5xx

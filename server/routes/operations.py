@@ -13,7 +13,7 @@ from lsmt_core.routes import route_key
 
 from ..dependencies import RegistryDep, StateDep
 from ..schemas import HealthResponse, ReadinessResponse, WarmupState
-from ..state import damaged_files
+from ..state import damaged_files, readiness_problems
 
 router = APIRouter(tags=["operations"])
 
@@ -33,15 +33,7 @@ async def healthz(st: StateDep) -> HealthResponse:
 async def readyz(st: StateDep, registry: RegistryDep) -> JSONResponse:
     """The body is a ReadinessResponse; answered as a JSONResponse for its status code."""
     failed = registry.failed_engines() if registry is not None else {}
-    problems = []
-    if st.bundle_errors:
-        problems.append("invalid bundle(s)")
-    if not st.bundles:
-        problems.append("no bundle loaded")
-    if not st.warmup_done:
-        problems.append("warm-up not finished")
-    if st.warmup_errors:
-        problems.append("warm-up failed")
+    problems = readiness_problems(st)
     ready = not problems
     damaged = damaged_files(st)
     healthy = not failed and not damaged
