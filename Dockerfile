@@ -45,10 +45,11 @@ EXPOSE 8000
 # /readyz answers 200 once every bundle is open and verified and the warm-up routes have
 # translated once (the first route of each bundle unless LSMT_WARMUP_ROUTES says otherwise);
 # 503 before. Engines load lazily, so the start period covers that warm-up, not every route.
-# --start-interval (Docker >= 25) probes often during it, so the container turns healthy soon
-# after it is ready.
-HEALTHCHECK --interval=15s --timeout=5s --start-period=120s --start-interval=2s --retries=3 \
-    CMD ["python", "-c", "import urllib.request as u; u.urlopen('http://127.0.0.1:8000/readyz', timeout=4)"]
+# server.healthcheck probes the port the server was started with (`--port` in this CMD or the
+# one a `docker run` gives). No --start-interval: podman's buildah (4.3) refuses the flag.
+# podman keeps a HEALTHCHECK only in Docker's image format: `podman build --format docker`.
+HEALTHCHECK --interval=10s --timeout=5s --start-period=120s --retries=3 \
+    CMD ["python", "-m", "server.healthcheck"]
 # SIGTERM: stop accepting, finish in-flight requests (LSMT_GRACEFUL_TIMEOUT_S, default 30 s),
 # exit 0. Give the container longer than that to stop (docker run --stop-timeout 40; compose
 # stop_grace_period).
@@ -105,7 +106,9 @@ COPY model_export ./model_export
 COPY server ./server
 COPY training ./training
 COPY scripts ./scripts
-RUN --mount=type=cache,target=/root/.cache/pip pip install './[train]'
+# Installed from a copy of the sources, whose build leftovers are removed with it.
+RUN --mount=type=cache,target=/root/.cache/pip pip install './[train]' \
+    && rm -rf build ./*.egg-info
 RUN mkdir -p data runs models && chown lsmt:lsmt data runs models
 USER 10001:10001
 CMD ["python", "-m", "training.train", "--help"]
