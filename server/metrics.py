@@ -129,6 +129,13 @@ class Metrics:
             ["direction"],
             registry=r,
         )
+        self.pivoted_sentences = Counter(
+            "lsmt_pivoted_sentences",
+            "Sentences translated through a pivot language (no direct route), by pivot; each "
+            "is decoded twice, and both legs count in the batch and token metrics.",
+            ["pivot"],
+            registry=r,
+        )
         self.queue_depth = Gauge(
             "lsmt_queue_depth",
             "Requests waiting for a batch, per engine.",

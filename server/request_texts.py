@@ -113,6 +113,9 @@ async def translate_html(
     results = await translate_with_terms(translate, document.texts, source, terms or Terms())
     rebuilt = await asyncio.to_thread(document.rebuild, [r.text for r in results])
     text = rebuilt.decode("utf-8")
-    engine = next((r.engine for r in results if r.engine), None)
+    translated = next((r for r in results if r.engine), TextResult(text, source))
     warnings = sorted({w for r in results for w in r.warnings})
-    return TextResult(text, source, confidence, engine=engine, warnings=warnings)
+    return TextResult(
+        text, source, confidence, engine=translated.engine, warnings=warnings,
+        pivot=translated.pivot, pivot_engine=translated.pivot_engine,
+    )  # fmt: skip

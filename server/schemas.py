@@ -91,8 +91,14 @@ class Translation(BaseModel):
     alternatives: list[Alternative] = Field(default_factory=list)
     engine: str | None = Field(
         None,
-        description="Engine key that served it; null when the text was already in the "
-        "target language and returned unchanged.",
+        description="Engine key that served it (through a pivot: the second leg's, into the "
+        "target); null when the text was already in the target language and returned "
+        "unchanged.",
+    )
+    pivot: str | None = Field(
+        None,
+        description="Set when no model translates the pair directly: the language the text "
+        "was translated through (source -> pivot -> target).",
     )
     warnings: list[Flag] = Field(
         default_factory=list,
@@ -114,7 +120,11 @@ class TranslateResponse(BaseModel):
 class LanguageInfo(BaseModel):
     code: str
     name: str
-    targets: list[str]
+    targets: list[str] = Field(description="Every target, direct or through a pivot.")
+    pivots: dict[str, str] = Field(
+        default_factory=dict,
+        description="The targets reached only through a pivot language, and which.",
+    )
 
 
 class LanguagesResponse(BaseModel):

@@ -29,6 +29,7 @@ from .text import Line, join_text, sentences_of, split_text
 from .validation import Options, validate_options, validate_texts
 
 AUTO = "auto"
+PIVOT_FIRST = "en"  # the pivot tried first: most models translate into and out of English
 INLINE_PREP_CHARS = 2000  # larger requests are prepared in a worker thread
 # and the outputs of more sentences than this are checked in one (0.1-0.3 ms a sentence): a
 # document's 64 sentences checked on the event loop held it for 10-20 ms, which the short
@@ -51,13 +52,17 @@ class TextResult:
     alternatives: list[Alternative] = field(default_factory=list)
     engine: str | None = None  # None: nothing to translate (text already in the target)
     warnings: list[Flag] = field(default_factory=list)  # server.output_checks.FLAGS
+    pivot: str | None = None  # the language it went through (no direct route)
+    pivot_engine: str | None = None  # the first leg's engine, into ``pivot``
 
 
 @dataclass
 class TextPlan:
     """One text, prepared: its source language (given, or detected with ``confidence``,
     ``uncertain`` when the identifier was not sure) and, unless it is already in the target
-    language (``served`` None), its bundle, lines and tokenized sentences."""
+    language (``served`` None), its bundle, lines and tokenized sentences, translated into
+    ``target``: the request's, or the ``pivot`` language where no route goes there directly
+    (the second leg, pivot -> request's target, follows)."""
 
     source: str
     confidence: float | None
@@ -65,6 +70,8 @@ class TextPlan:
     served: ServedBundle | None = None
     lines: list[Line] | None = None
     pieces: list[list[str]] | None = None
+    target: str = ""
+    pivot: str | None = None
 
 
 # The hypotheses of every translated sentence, by (text index, sentence index).
@@ -108,7 +115,43 @@ class TranslationService:
         return sorted({r for b in self.bundles for r in b.routes})
 
     def targets_for(self, src: str) -> list[str]:
-        return sorted({t for b in self.bundles for t in b.targets_for(src)})
+        """Targets ``src`` translates into: directly, or through a pivot language."""
+        direct = {t for b in self.bundles for t in b.targets_for(src)}
+        return sorted(direct | set(self.pivot_targets(src)))
+
+    def pivot_targets(self, src: str, model: str | None = None) -> dict[str, str]:
+        """Target -> pivot language, for the targets ``src`` reaches only through a pivot."""
+        out = {}
+        for tgt in self._languages(model):
+            pivot = self.pivot_for(src, tgt, model)
+            if pivot is not None:
+                out[tgt] = pivot
+        return out
+
+    def pivot_for(self, src: str, tgt: str, model: str | None = None) -> str | None:
+        """The language a ``src`` -> ``tgt`` text is translated through when no bundle
+        translates the pair directly: English first, then any other served language, the
+        first with both routes (each leg in any bundle); None when there is a direct route,
+        no such language, or ``pivot`` is off in the settings."""
+        if not self.settings.pivot or src == tgt or self._has_route(src, tgt, model):
+            return None
+        order = dict.fromkeys([PIVOT_FIRST, *self._languages(model)])
+        via = [
+            p for p in order if self._has_route(src, p, model) and self._has_route(p, tgt, model)
+        ]
+        return via[0] if via else None
+
+    def _has_route(self, src: str, tgt: str, model: str | None) -> bool:
+        return any((src, tgt) in b.route_set for b in self._candidates(model))
+
+    def _languages(self, model: str | None) -> list[str]:
+        return sorted({lang for b in self._candidates(model) for lang in b.languages})
+
+    def _sources_into(self, target: str, model: str | None) -> set[str]:
+        """Sources with a way into ``target``: a direct route or a pivot."""
+        direct = {s for b in self._candidates(model) for s, t in b.routes if t == target}
+        pivoted = {s for s in self._languages(model) if self.pivot_for(s, target, model)}
+        return direct | pivoted
 
     def sources_for(self, tgt: str) -> list[str]:
         return sorted({s for b in self.bundles for s in b.sources_for(tgt)})
@@ -185,9 +228,9 @@ class TranslationService:
                 allowed=[AUTO, *langs],
             )
         if source == AUTO:
-            if not any(t == target for b in self._candidates(model) for _, t in b.routes):
+            if not self._sources_into(target, model):
                 raise self._unsupported_route(AUTO, target, model)
-        else:
+        elif self.pivot_for(source, target, model) is None:
             self.bundle_for(source, target, model)
 
     # Detection -----------------------------------------------------------------------------
@@ -200,7 +243,7 @@ class TranslationService:
         in a language with no route into ``target`` is refused: ``unsupported_language`` when
         nothing here serves that language, ``unsupported_route`` when something does but not
         into ``target``. ``index``: the text's place in the request, named in the error."""
-        candidates = {s for b in self._candidates(model) for s, t in b.routes if t == target}
+        candidates = self._sources_into(target, model)
         candidates.add(target)
         try:
             guess = self.detector.guess_source(text, candidates)
@@ -261,9 +304,25 @@ class TranslationService:
         self.validate_languages(source, target, model)
         if deadline is None:
             deadline = time.monotonic() + self.settings.request_timeout_s
+        results = await self._translate(texts, source, target, opts, model, deadline, client)
+        return await self._second_legs(results, target, opts, model, deadline, client)
+
+    async def _translate(
+        self,
+        texts: list[str],
+        source: str,
+        target: str,
+        opts: Options,
+        model: str | None,
+        deadline: float,
+        client: str,
+    ) -> list[TextResult]:
+        """Translate checked texts; a text whose pair has no direct route comes back
+        translated into its pivot language (``pivot`` set, ``engine`` None)."""
         if source != AUTO:  # a full queue is refused before the expensive preparation
-            served = self.bundle_for(source, target, model)
-            if self.decoders.is_full(served, Route(source, target)):
+            leg = self.pivot_for(source, target, model) or target
+            served = self.bundle_for(source, leg, model)
+            if self.decoders.is_full(served, Route(source, leg)):
                 raise self._queue_full()
         plans = await self._prepare(texts, source, target, model, deadline)
         decode = DecodeOptions(
@@ -273,14 +332,44 @@ class TranslationService:
             self.settings.repetition_penalty,
             self.settings.no_repeat_ngram_size,
         )
-        sentences = self._sentences(plans, target)
+        sentences = self._sentences(plans)
         hypotheses = await self._decode(sentences, decode, deadline, client)
         flags: dict[tuple[int, int], set[Flag]] = {}
         if self.settings.output_checks:
-            flags = await self._check_outputs(
-                sentences, hypotheses, target, decode, deadline, client
-            )
-        return self._join(texts, plans, hypotheses, flags, target, opts.num_alternatives)
+            flags = await self._check_outputs(sentences, hypotheses, decode, deadline, client)
+        return self._join(texts, plans, hypotheses, flags, opts.num_alternatives)
+
+    async def _second_legs(
+        self,
+        results: list[TextResult],
+        target: str,
+        opts: Options,
+        model: str | None,
+        deadline: float,
+        client: str,
+    ) -> list[TextResult]:
+        """The texts that went into a pivot language translated on into ``target``, one
+        call per pivot language (their sentences batched like any others); each result keeps
+        its source and detection, and names both engines and the pivot."""
+        out = list(results)
+        by_pivot: dict[str, list[int]] = {}
+        for i, r in enumerate(results):
+            if r.pivot is not None:
+                by_pivot.setdefault(r.pivot, []).append(i)
+        for pivot, members in sorted(by_pivot.items()):
+            texts = [results[i].text for i in members]
+            second = await self._translate(texts, pivot, target, opts, model, deadline, client)
+            for i, s in zip(members, second, strict=True):
+                first = results[i]
+                out[i] = replace(
+                    s,
+                    source=first.source,
+                    detected_confidence=first.detected_confidence,
+                    warnings=ordered(set(first.warnings) | set(s.warnings)),
+                    pivot=pivot,
+                    pivot_engine=first.pivot_engine,
+                )
+        return out
 
     async def _prepare(
         self, texts: list[str], source: str, target: str, model: str | None, deadline: float
@@ -330,9 +419,11 @@ class TranslationService:
             if src == target:  # already in the target language
                 plans.append(TextPlan(src, conf, uncertain))
                 continue
-            served = self.bundle_for(src, target, model)
+            pivot = self.pivot_for(src, target, model)
+            leg = pivot or target
+            served = self.bundle_for(src, leg, model)
             lines = split_text(text, src)
-            pieces = [served.encode(s, src, target) for s in sentences_of(lines)]
+            pieces = [served.encode(s, src, leg) for s in sentences_of(lines)]
             for j, p in enumerate(pieces):
                 if len(p) > served.max_source_positions:
                     raise TooLarge(
@@ -342,13 +433,13 @@ class TranslationService:
                         index=i,
                         limit_tokens=served.max_source_positions,
                     )
-            plans.append(TextPlan(src, conf, uncertain, served, lines, pieces))
+            plans.append(TextPlan(src, conf, uncertain, served, lines, pieces, leg, pivot))
         return plans
 
     @staticmethod
-    def _sentences(plans: list[TextPlan], target: str) -> list[Sentence]:
+    def _sentences(plans: list[TextPlan]) -> list[Sentence]:
         return [
-            Sentence((i, j), plan.served, Route(plan.source, target), pieces)
+            Sentence((i, j), plan.served, Route(plan.source, plan.target), pieces)
             for i, plan in enumerate(plans)
             if plan.served is not None
             for j, pieces in enumerate(plan.pieces or [])
@@ -404,8 +495,8 @@ class TranslationService:
 
     # Output checks ---------------------------------------------------------------------------
 
-    def _flags(self, sentence: Sentence, best: Hypothesis, target: str) -> set[Flag]:
-        served = sentence.served
+    def _flags(self, sentence: Sentence, best: Hypothesis) -> set[Flag]:
+        served, target = sentence.served, sentence.route.tgt
         return sentence_flags(
             served.untagged(sentence.pieces),
             served.untagged(best.pieces),
@@ -418,7 +509,6 @@ class TranslationService:
         self,
         sentences: list[Sentence],
         hypotheses: SentenceHypotheses,
-        target: str,
         decode: DecodeOptions,
         deadline: float,
         client: str,
@@ -431,7 +521,7 @@ class TranslationService:
         request's ``check`` stage."""
         checking = timing.Stopwatch()
         try:
-            flags = await self._flags_of(sentences, hypotheses, target, checking)
+            flags = await self._flags_of(sentences, hypotheses, checking)
             flagged = [s for s in sentences if flags[s.index]]
             for s in flagged:
                 for flag in flags[s.index]:
@@ -449,7 +539,7 @@ class TranslationService:
             except (QueueFull, TimeoutError, EngineUnavailable, ShuttingDown):
                 self.metrics.output_retries.labels("not_run").inc(len(flagged))
                 return flags
-            flags_again = await self._flags_of(flagged, again, target, checking)
+            flags_again = await self._flags_of(flagged, again, checking)
             for s in flagged:
                 after = flags_again[s.index]
                 better = len(after) < len(flags[s.index])
@@ -465,7 +555,6 @@ class TranslationService:
         self,
         members: list[Sentence],
         hypotheses: SentenceHypotheses,
-        target: str,
         checking: timing.Stopwatch,
     ) -> dict[tuple[int, int], set[Flag]]:
         """The flags of each member's best hypothesis, timed on ``checking``. More than a
@@ -473,7 +562,7 @@ class TranslationService:
         requests meanwhile."""
 
         def check() -> dict[tuple[int, int], set[Flag]]:
-            return {s.index: self._flags(s, hypotheses[s.index][0], target) for s in members}
+            return {s.index: self._flags(s, hypotheses[s.index][0]) for s in members}
 
         with checking:
             if len(members) > INLINE_CHECK_SENTENCES:
@@ -488,12 +577,13 @@ class TranslationService:
         plans: list[TextPlan],
         hypotheses: SentenceHypotheses,
         flags: dict[tuple[int, int], set[Flag]],
-        target: str,
         num_alternatives: int,
     ) -> list[TextResult]:
         """Detokenize every sentence's hypotheses and rejoin them into texts: the best one,
         then each alternative (a sentence with fewer hypotheses repeats its best). A text's
-        warnings are its sentences' flags and ``uncertain_language`` from detection."""
+        warnings are its sentences' flags and ``uncertain_language`` from detection. A text
+        translated into its pivot language is a first leg: ``pivot`` and ``pivot_engine``
+        set, for ``_second_legs``."""
         t1 = time.perf_counter()
         out: list[TextResult] = []
         for i, plan in enumerate(plans):
@@ -506,6 +596,7 @@ class TranslationService:
                     TextResult(texts[i], plan.source, plan.confidence, warnings=ordered(text_flags))
                 )
                 continue
+            target = plan.target
             per_sentence = [hypotheses[(i, j)] for j in range(len(plan.pieces))]
             for j in range(len(plan.pieces)):
                 text_flags |= flags.get((i, j), set())
@@ -520,17 +611,20 @@ class TranslationService:
                     (join_text(lines, sents, target), sum(scores) / max(len(scores), 1))
                 )
             best, score = variants[0]
-            out.append(
-                TextResult(
-                    best,
-                    plan.source,
-                    plan.confidence,
-                    score,
-                    [Alternative(t, s) for t, s in variants[1:]],
-                    served.engine_key(plan.source, target),
-                    ordered(text_flags),
-                )
+            engine = served.engine_key(plan.source, target)
+            result = TextResult(
+                best,
+                plan.source,
+                plan.confidence,
+                score,
+                [Alternative(t, s) for t, s in variants[1:]],
+                engine,
+                ordered(text_flags),
             )
+            if plan.pivot is not None:
+                result = replace(result, engine=None, pivot=plan.pivot, pivot_engine=engine)
+                self.metrics.pivoted_sentences.labels(plan.pivot).inc(len(plan.pieces))
+            out.append(result)
         seconds = time.perf_counter() - t1
         timing.record("detokenize", seconds)
         self.metrics.stage_latency.labels("detokenize").observe(seconds)

@@ -161,6 +161,12 @@ class Settings(BaseSettings):
         description="Check every translated sentence (repetition, length ratio, off target), "
         "decode a flagged one once more, report what remains in warnings.",
     )
+    pivot: bool = Field(
+        True,
+        description="Translate a pair no bundle serves directly through a pivot language "
+        "(English first, then any served language with both routes): decoded twice, the "
+        "response names the pivot.",
+    )
 
     # Readiness.
     warmup_routes: Annotated[list[str] | None, NoDecode] = Field(

@@ -408,3 +408,15 @@ def test_soak_judges_growth_drift_and_errors():
     failed = {c["check"] for c in judge(erring, {"at_s": 30, "status": 503}, args)
               if not c["passed"]}  # fmt: skip
     assert failed == {"no errors", "reload in the middle answered"}
+
+
+def test_pivot_benchmark_quick(tmp_path):
+    from loadtests.bench_pivot import main
+
+    assert main(["--sentences", "2", "--directions", "es-fr,fr-es", "--out", str(tmp_path)]) == 0
+    result = json.loads((tmp_path / "results.json").read_text())
+    assert [r["direction"] for r in result["directions"]] == ["es-fr", "fr-es"]
+    for row in result["directions"]:
+        assert 0 < row["chrf_direct"] <= 100 and 0 < row["chrf_pivot"] <= 100
+        assert row["p50_ms_pivot"] > 0 and row["p50_ms_direct"] > 0
+    assert (tmp_path / "pivot.png").stat().st_size > 0

@@ -18,7 +18,12 @@ router = APIRouter(tags=["catalogue"])
 async def languages(svc: ServiceDep) -> LanguagesResponse:
     return LanguagesResponse(
         languages=[
-            LanguageInfo(code=c, name=language_name(c), targets=svc.targets_for(c))
+            LanguageInfo(
+                code=c,
+                name=language_name(c),
+                targets=svc.targets_for(c),
+                pivots=svc.pivot_targets(c),
+            )
             for c in svc.languages
         ],
         routes=[route_key(r) for r in svc.routes],

@@ -51,7 +51,8 @@ async def translate(
         svc, texts, req.source, req.target, opts, req.model, req.format == "html", terms,
         deadline, caller.subject,
     )  # fmt: skip
-    models = sorted({r.engine.split(":", 1)[0] for r in results if r.engine})
+    engines = [e for r in results for e in (r.pivot_engine, r.engine) if e]
+    models = sorted({e.split(":", 1)[0] for e in engines})
     return TranslateResponse(
         translations=[_translation(r) for r in results],
         target=req.target,
@@ -70,5 +71,6 @@ def _translation(r: TextResult) -> Translation:
         score=r.score,
         alternatives=[Alternative(text=a.text, score=a.score) for a in r.alternatives],
         engine=r.engine,
+        pivot=r.pivot,
         warnings=r.warnings,
     )
