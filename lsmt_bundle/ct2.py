@@ -12,6 +12,7 @@ from ctranslate2.specs import attention_spec, common_spec, model_spec, transform
 
 from lsmt_core.positions import sinusoid_table
 
+from .contracts import Engine, TranslationResult
 from .dense import (
     DECODER_EMBEDDING,
     DECODER_POSITIONS,
@@ -224,7 +225,7 @@ def open_translator(
 
 
 def translate_pieces(
-    translator: ctranslate2.Translator,
+    translator: Engine,
     sources: list[list[str]],
     max_positions: int,
     *,
@@ -235,7 +236,7 @@ def translate_pieces(
     max_batch_size: int = 0,
     repetition_penalty: float = 1.0,
     no_repeat_ngram_size: int = 0,
-) -> list[ctranslate2.TranslationResult]:
+) -> list[TranslationResult]:
     """The one decoding call of an assembled engine (server, bundle evaluation, benchmarks):
     tagged source pieces in, ``TranslationResult``s (pieces, scores) out. The decoder's
     position table has ``max_positions`` rows and the start token takes one, so an output is
@@ -247,7 +248,7 @@ def translate_pieces(
     ``repetition_penalty`` (above 1 penalises tokens already generated) and
     ``no_repeat_ngram_size`` (0: off) are CTranslate2's guards against degenerate output."""
     limit = max_positions - 1 if max_length is None else min(max_length, max_positions - 1)
-    results: list[ctranslate2.TranslationResult] = translator.translate_batch(
+    results = translator.translate_batch(
         sources,
         beam_size=beam_size,
         num_hypotheses=num_hypotheses,
@@ -259,4 +260,4 @@ def translate_pieces(
         no_repeat_ngram_size=no_repeat_ngram_size,
         return_scores=True,
     )
-    return results
+    return list(results)

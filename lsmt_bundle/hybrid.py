@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import logging
 import tempfile
+import threading
 import time
 from collections import defaultdict
 from dataclasses import dataclass
@@ -176,6 +177,8 @@ class HybridTranslator:
         self.keys_session = ort.InferenceSession(files[KEYS], options, providers=providers)
         self.step_session = ort.InferenceSession(files[STEP], options, providers=providers)
         self.model_is_loaded = True
+        self.num_active_batches = 0  # as CTranslate2 counts them: calls running now
+        self._active_lock = threading.Lock()
         # Seconds spent, cumulated over calls (benchmarks read it to say where time goes):
         # "encoder" (CTranslate2), "decoder" (ONNX Runtime graphs), "total" (of translate_batch;
         # the rest is the search in numpy).
@@ -253,8 +256,15 @@ class HybridTranslator:
         t0 = time.perf_counter()
         size = max_batch_size or len(source) or 1
         results: list[HybridResult] = []
-        for start in range(0, len(source), size):
-            results += [self._result(f) for f in self._search(source[start : start + size], opts)]
+        with self._active_lock:
+            self.num_active_batches += 1
+        try:
+            for start in range(0, len(source), size):
+                found = self._search(source[start : start + size], opts)
+                results += [self._result(f) for f in found]
+        finally:
+            with self._active_lock:
+                self.num_active_batches -= 1
         self.profile["total"] += time.perf_counter() - t0
         return results
 

@@ -42,8 +42,8 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
 
+from lsmt_bundle.contracts import Engine, TranslationResult
 from lsmt_bundle.ct2 import translate_pieces
 from lsmt_core.routes import Route
 
@@ -115,8 +115,8 @@ def is_light(job: Job, express_batch_size: int) -> bool:
 
 
 def run_translate_batch(
-    translator: Any, sources: list[list[str]], opts: DecodeOptions, max_positions: int
-) -> list[Any]:  # CTranslate2 TranslationResults
+    translator: Engine, sources: list[list[str]], opts: DecodeOptions, max_positions: int
+) -> list[TranslationResult]:
     return translate_pieces(
         translator,
         sources,
@@ -368,7 +368,7 @@ class Batcher:
 
     async def _translate(
         self, lane: str, items: list[tuple[Job, int]], opts: DecodeOptions, tokens: int, n_jobs: int
-    ) -> list[Any]:
+    ) -> list[TranslationResult]:
         loop = asyncio.get_running_loop()
         engine = await self.registry.acquire(self.served, self.route)
         try:
@@ -377,7 +377,7 @@ class Batcher:
             results = await loop.run_in_executor(
                 self.executor,
                 run_translate_batch,
-                lane_translator(engine.translator, express=lane == "express"),
+                lane_translator(engine.resident(), express=lane == "express"),
                 sources,
                 opts,
                 self.served.max_source_positions,
@@ -392,7 +392,7 @@ class Batcher:
         self.batches_run += 1
         return results
 
-    def _deliver(self, items: list[tuple[Job, int]], results: list[Any]) -> None:
+    def _deliver(self, items: list[tuple[Job, int]], results: list[TranslationResult]) -> None:
         out_tokens = 0
         for (job, i), res in zip(items, results, strict=True):
             hyps = [

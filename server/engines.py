@@ -41,7 +41,7 @@ from typing import Any
 from lsmt_core.routes import Route, route_key
 
 from .bundles import ServedBundle
-from .express import open_lanes
+from .express import RouteEngine, open_lanes
 from .metrics import Metrics
 from .schemas import EngineInfo
 from .settings import Settings
@@ -49,25 +49,25 @@ from .settings import Settings
 log = logging.getLogger("server.engines")
 
 # loader(bundle, src, tgt, settings) -> (translator, nbytes)
-Loader = Callable[[Any, str, str, Settings], tuple[Any, int]]
+Loader = Callable[[Any, str, str, Settings], tuple[RouteEngine, int]]
 
 # How long eviction waits for an engine's runtime to count its last batch done (module doc):
 # the count lags by a thread switch, so this is only reached by a batch that really runs on.
 SETTLE_S = 0.5
 
 
-def wait_until_idle(translator: Any, timeout: float = SETTLE_S) -> bool:
-    """Whether the engine's runtime counts no batch in flight (CTranslate2's
-    ``num_active_batches``; an engine without the count is idle), waiting up to ``timeout``."""
+def wait_until_idle(translator: RouteEngine, timeout: float = SETTLE_S) -> bool:
+    """Whether the engine's runtime counts no batch in flight (``num_active_batches``),
+    waiting up to ``timeout``."""
     deadline = time.monotonic() + timeout
-    while getattr(translator, "num_active_batches", 0):
+    while translator.num_active_batches:
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.001)
     return True
 
 
-def default_loader(bundle: Any, src: str, tgt: str, settings: Settings) -> tuple[Any, int]:
+def default_loader(bundle: Any, src: str, tgt: str, settings: Settings) -> tuple[RouteEngine, int]:
     """The route's engine (a CTranslate2 translator, or a hybrid engine for an LSTM-decoder
     bundle): from the engine cache when it holds it, else assembled (numpy), built, and
     stored in the cache for the next cold start. With ``settings.express_engine_apart`` it is
@@ -121,12 +121,16 @@ class EngineUnavailable(Exception):
 
 
 @dataclass
-class Engine:
+class EngineSlot:
+    """An engine key's place in the registry: its state, the engine while resident
+    (``lsmt_bundle.contracts.Engine``, or the express pair), and what its loads and batches
+    did."""
+
     key: str
     served: ServedBundle
     route: Route  # the route used to assemble it
     state: State = State.UNLOADED
-    translator: Any = None
+    translator: RouteEngine | None = None
     nbytes: int = 0
     last_used: float = 0.0  # monotonic, for LRU
     last_used_wall: float | None = None
@@ -144,6 +148,12 @@ class Engine:
     @property
     def busy(self) -> bool:
         return self.refcount > 0 or (self.waiters > 0 and not self.draining)
+
+    def resident(self) -> RouteEngine:
+        """The engine of a slot ``acquire`` returned: loaded until it is released."""
+        if self.translator is None:
+            raise RuntimeError(f"engine {self.key} is not loaded")
+        return self.translator
 
 
 class BudgetExhausted(Exception):
@@ -170,7 +180,7 @@ class EngineRegistry:
             settings.load_workers, thread_name_prefix="lsmt-load"
         )
         self._own_executor = load_executor is None
-        self.engines: dict[str, Engine] = {}
+        self.engines: dict[str, EngineSlot] = {}
         self._reserved = 0  # bytes promised to loads in progress
         self._changed = asyncio.Event()  # replaced and set on every state change
         self.load_count = 0  # total successful loads, all keys (tests)
@@ -199,11 +209,11 @@ class EngineRegistry:
             for e in self.engines.values():
                 m.engine_resident.labels(e.key, tier).set(1 if e.state == state else 0)
 
-    def _engine(self, served: ServedBundle, route: Route) -> Engine:
+    def _engine(self, served: ServedBundle, route: Route) -> EngineSlot:
         key = served.engine_key(*route)
         e = self.engines.get(key)
         if e is None:
-            e = self.engines[key] = Engine(key=key, served=served, route=route)
+            e = self.engines[key] = EngineSlot(key=key, served=served, route=route)
         return e
 
     # Public API ------------------------------------------------------------------------
@@ -216,7 +226,7 @@ class EngineRegistry:
             if wait > 0:
                 raise EngineUnavailable(e.key, e.error or "load failed", wait)
 
-    async def acquire(self, served: ServedBundle, route: Route) -> Engine:
+    async def acquire(self, served: ServedBundle, route: Route) -> EngineSlot:
         """The loaded engine for ``route``, with its reference count raised (call release)."""
         e = self._engine(served, route)
         e.waiters += 1
@@ -278,13 +288,13 @@ class EngineRegistry:
                 e.draining = False
                 self._notify()
 
-    def release(self, e: Engine) -> None:
+    def release(self, e: EngineSlot) -> None:
         e.refcount -= 1
         self._touch(e)
         self._notify()
 
     @staticmethod
-    def _touch(e: Engine) -> None:
+    def _touch(e: EngineSlot) -> None:
         e.last_used = time.monotonic()
         e.last_used_wall = time.time()
 
@@ -319,7 +329,7 @@ class EngineRegistry:
             for key in served.engine_keys
         ]
 
-    def _info(self, served: ServedBundle, key: str, e: Engine | None, now: float) -> EngineInfo:
+    def _info(self, served: ServedBundle, key: str, e: EngineSlot | None, now: float) -> EngineInfo:
         routes = [route_key(r) for r in served.routes_of_key(key)]
         if e is None:
             return EngineInfo(
@@ -357,13 +367,13 @@ class EngineRegistry:
 
     # Loading ---------------------------------------------------------------------------
 
-    def _estimate(self, e: Engine) -> int:
+    def _estimate(self, e: EngineSlot) -> int:
         if e.nbytes:
             return e.nbytes
         same = [x.nbytes for x in self.engines.values() if x.served is e.served and x.nbytes]
         return max(same, default=0)
 
-    async def _load(self, e: Engine, prior: State, fut: asyncio.Future[None]) -> None:
+    async def _load(self, e: EngineSlot, prior: State, fut: asyncio.Future[None]) -> None:
         t0 = time.perf_counter()
         estimate = self._estimate(e)
         try:
@@ -376,7 +386,9 @@ class EngineRegistry:
             return
         self._load_done(e, fut, translator, nbytes, time.perf_counter() - t0)
 
-    async def _load_within_budget(self, e: Engine, prior: State, estimate: int) -> tuple[Any, int]:
+    async def _load_within_budget(
+        self, e: EngineSlot, prior: State, estimate: int
+    ) -> tuple[RouteEngine, int]:
         """Room for the estimate (reserved while loading), the load, then room for the
         engine's actual size when it came out larger."""
         if prior == State.HOST:
@@ -401,7 +413,7 @@ class EngineRegistry:
             await self._make_room(nbytes, e)
         return translator, nbytes
 
-    async def _assemble_or_restore(self, e: Engine, prior: State) -> tuple[Any, int]:
+    async def _assemble_or_restore(self, e: EngineSlot, prior: State) -> tuple[RouteEngine, int]:
         """(translator, nbytes): moved back from the host tier, or built by the loader."""
         loop = asyncio.get_running_loop()
         if prior == State.HOST and e.translator is not None:
@@ -412,7 +424,7 @@ class EngineRegistry:
         )
 
     def _load_postponed(
-        self, e: Engine, prior: State, fut: asyncio.Future[None], exc: BudgetExhausted
+        self, e: EngineSlot, prior: State, fut: asyncio.Future[None], exc: BudgetExhausted
     ) -> None:
         # Transient: the engine goes back to where it was; no failure, no backoff.
         if prior != State.HOST:
@@ -422,7 +434,7 @@ class EngineRegistry:
         self._notify()
         fut.set_exception(EngineUnavailable(e.key, str(exc), 1.0))
 
-    def _load_failed(self, e: Engine, fut: asyncio.Future[None], exc: Exception) -> None:
+    def _load_failed(self, e: EngineSlot, fut: asyncio.Future[None], exc: Exception) -> None:
         e.translator = None
         e.nbytes = 0
         e.state = State.FAILED
@@ -443,7 +455,12 @@ class EngineRegistry:
         fut.set_exception(EngineUnavailable(e.key, e.error, delay))
 
     def _load_done(
-        self, e: Engine, fut: asyncio.Future[None], translator: Any, nbytes: int, dt: float
+        self,
+        e: EngineSlot,
+        fut: asyncio.Future[None],
+        translator: RouteEngine,
+        nbytes: int,
+        dt: float,
     ) -> None:
         e.translator = translator
         e.nbytes = nbytes
@@ -462,13 +479,13 @@ class EngineRegistry:
         self._notify()
         fut.set_result(None)
 
-    async def _make_room(self, need: int, loading: Engine) -> None:
+    async def _make_room(self, need: int, loading: EngineSlot) -> None:
         """Evict idle LRU engines until ``need`` more bytes fit in the device budget. When
         only busy engines could make room, mark the LRU one draining and wait for it."""
         # Runs on the event loop: every check-and-evict step is atomic; only the waits yield.
         need = min(need, self.device_budget)
         deadline = time.monotonic() + self.settings.request_timeout_s
-        drained: list[Engine] = []
+        drained: list[EngineSlot] = []
         try:
             while self.device_bytes + self._reserved + need > self.device_budget:
                 loaded = [
@@ -495,24 +512,28 @@ class EngineRegistry:
                     x.draining = False
                     self._notify()
 
-    def _evict(self, e: Engine) -> None:
+    def _evict(self, e: EngineSlot) -> None:
         t0 = time.perf_counter()
         try:
             self._move_out(e)
         finally:
             self.metrics.engine_eviction_seconds.labels("device").observe(time.perf_counter() - t0)
 
-    def _move_out(self, e: Engine) -> None:
+    def _move_out(self, e: EngineSlot) -> None:
         self.metrics.engine_evictions.labels("device").inc()
-        if not wait_until_idle(e.translator):
+        translator = e.translator
+        if translator is None:  # nothing resident to move
+            self._drop(e)
+            return
+        if not wait_until_idle(translator):
             self.metrics.engine_evicted_busy.inc()
             log.warning("engine %s still runs a batch as it is evicted", e.key)
         if self.device == "cuda" and self.host_budget > 0 and e.nbytes <= self.host_budget:
             try:
-                e.translator.unload_model(to_cpu=True)
+                translator.unload_model(to_cpu=True)
             except Exception as exc:
                 log.warning("unload_model(to_cpu=True) failed for %s: %s", e.key, exc)
-            if not getattr(e.translator, "model_is_loaded", False):
+            if not translator.model_is_loaded:
                 e.state = State.HOST
                 e.draining = False
                 log.info("engine %s moved to host memory", e.key)
@@ -531,7 +552,7 @@ class EngineRegistry:
         self.update_gauges()
         self._notify()
 
-    def _drop(self, e: Engine) -> None:
+    def _drop(self, e: EngineSlot) -> None:
         t = e.translator
         e.translator = None
         e.state = State.UNLOADED

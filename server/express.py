@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from lsmt_bundle.contracts import Engine
+
 T = TypeVar("T")
 log = logging.getLogger("server.express")
 
@@ -45,8 +47,8 @@ class LaneEngines:
     ``express``. To the registry it is one engine: the translator calls it makes (unload,
     load, ``model_is_loaded``) apply to both."""
 
-    bulk: Any
-    express: Any
+    bulk: Engine
+    express: Engine
 
     def unload_model(self, to_cpu: bool = False) -> None:
         self.bulk.unload_model(to_cpu=to_cpu)
@@ -62,10 +64,14 @@ class LaneEngines:
 
     @property
     def num_active_batches(self) -> int:
-        return int(self.bulk.num_active_batches + self.express.num_active_batches)
+        return self.bulk.num_active_batches + self.express.num_active_batches
 
 
-def lane_translator(translator: Any, express: bool) -> Any:
+# What the registry holds for an engine key: one engine, or the express pair.
+RouteEngine = Engine | LaneEngines
+
+
+def lane_translator(translator: RouteEngine, express: bool) -> Engine:
     """The translator that runs a batch of the express lane (``express``) or of a bulk slot."""
     if isinstance(translator, LaneEngines):
         return translator.express if express else translator.bulk

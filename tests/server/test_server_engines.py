@@ -268,6 +268,15 @@ def test_concurrent_requests_share_batches(make_server, slow):
 
 
 class BrokenTranslator:
+    model_is_loaded = True
+    num_active_batches = 0
+
+    def unload_model(self, to_cpu: bool = False) -> None:
+        pass
+
+    def load_model(self) -> None:
+        pass
+
     def translate_batch(self, *args, **kwargs):
         raise RuntimeError("secret internal detail /opt/weights")
 
