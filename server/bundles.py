@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
 
 import sentencepiece as spm
 
+from lsmt_bundle import Bundle
 from lsmt_core.languages import LANGUAGE_EDITIONS, language_name
 from lsmt_core.routes import Route
 from lsmt_core.tags import QUALITY_TAGS, lang_tag
@@ -24,7 +24,7 @@ __all__ = ["ServedBundle", "language_name", "load_served_bundle"]
 
 
 class ServedBundle:
-    def __init__(self, bundle: Any) -> None:
+    def __init__(self, bundle: Bundle) -> None:
         self.bundle = bundle
         self.name: str = bundle.name
         self.path = Path(bundle.path)
@@ -33,24 +33,17 @@ class ServedBundle:
         self.route_set = set(self.routes)
         # One SentencePiece model per tokenizer file: a language with its own (an added
         # language, Manifest.language_tokenizers) is written and read with it.
-        path_of = getattr(bundle, "tokenizer_path_of", lambda lang: bundle.tokenizer_path)
-        paths = {lang: Path(path_of(lang)) for lang in self.languages}
+        paths = {lang: bundle.tokenizer_path_of(lang) for lang in self.languages}
         processors = {
             path: spm.SentencePieceProcessor(model_file=str(path))
             for path in {bundle.tokenizer_path, *paths.values()}
         }
         self._sp = processors[bundle.tokenizer_path]
         self._sp_of = {lang: processors[path] for lang, path in paths.items()}
-        limit = getattr(bundle, "max_source_positions", None)
-        if limit is None:
-            limit = bundle.manifest.architecture.max_positions
-        self.max_source_positions = int(limit)
+        self.max_source_positions = bundle.max_source_positions
         self._tags = {lang_tag(lang) for lang in LANGUAGE_EDITIONS} | set(QUALITY_TAGS)
-        # Engine keys are global across bundles: "<bundle>:<key>".
-        self._keys = {r: self._global_key(bundle.engine_key(*r)) for r in self.routes}
-
-    def _global_key(self, key: str) -> str:
-        return key if key.startswith(f"{self.name}:") else f"{self.name}:{key}"
+        # Engine keys are global across bundles: "<bundle>:<modules>".
+        self._keys = {r: bundle.engine_key(*r) for r in self.routes}
 
     def engine_key(self, src: str, tgt: str) -> str:
         return self._keys[Route(src, tgt)]
@@ -59,13 +52,10 @@ class ServedBundle:
         return [r for r, k in self._keys.items() if k == key]
 
     def route_bytes(self, route: Route) -> int:
-        """Bytes of the module files the route's engine is assembled from (0 where the
-        bundle does not record them)."""
-        modules_for = getattr(self.bundle, "modules_for", None)
-        files = getattr(self.bundle.manifest, "files", {})
-        if modules_for is None:
-            return 0
-        rels = [f"modules/{name}.safetensors" for name in modules_for(*route)]
+        """Bytes of the module files the route's engine is assembled from (0 for files the
+        manifest does not record)."""
+        files = self.bundle.manifest.files
+        rels = [f"modules/{name}.safetensors" for name in self.bundle.modules_for(*route)]
         return sum(files[rel].bytes for rel in rels if rel in files)
 
     @property

@@ -95,7 +95,7 @@ def damaged_files(st: AppState) -> dict[str, dict[str, str]]:
     file, so /readyz checks it on every call)."""
     out = {}
     for b in st.bundles:
-        problems = b.bundle.check_sizes() if hasattr(b.bundle, "check_sizes") else {}
+        problems = b.bundle.check_sizes()
         if problems:
             out[b.name] = problems
     return out
