@@ -46,6 +46,7 @@
 
   let targetsBy = new Map(); // source code -> Set of target codes (the server's routes)
   let names = {}; // code -> language name
+  let pivotsBy = new Map(); // source code -> {target: pivot} (pairs without a direct route)
   let detected = null; // language detected by the last "auto" translation of this text
   let busy = false;
   let engineSeq = 0; // only the newest engine-state answer is shown
@@ -199,7 +200,7 @@
     failed: ["failed", "failed", ""],
   };
 
-  function renderEngine(src, tgt, engine) {
+  function engineParts(src, tgt, engine) {
     const parts = [document.createTextNode(`Engine ${nameOf(src)} → ${nameOf(tgt)}: `)];
     const [cls, word, note] = STATES[engine.state] || ["", engine.state, ""];
     const state = document.createElement("span");
@@ -213,8 +214,28 @@
       if (engine.retry_in_s) detail += `; retried in ${Math.ceil(engine.retry_in_s)} s`;
     }
     if (detail) parts.push(document.createTextNode(` (${detail})`));
+    return parts;
+  }
+
+  // A pair without a direct route is translated through a pivot language: one engine per leg.
+  function renderEngines(legs) {
+    const parts = [];
+    if (legs.length > 1) {
+      parts.push(document.createTextNode(`Through ${nameOf(legs[0][1])}. `));
+    }
+    legs.forEach(([src, tgt, engine], i) => {
+      if (i > 0) parts.push(document.createTextNode(" · "));
+      parts.push(...engineParts(src, tgt, engine));
+    });
     el.engine.replaceChildren(...parts);
-    return engine.state;
+    const states = legs.map(([, , engine]) => engine.state);
+    return states.find((s) => s !== "loaded") || "loaded";
+  }
+
+  function engineFor(models, src, tgt) {
+    const route = `${src}-${tgt}`; // as /v1/models writes routes
+    const bundle = models.bundles.find((b) => b.routes.includes(route));
+    return bundle && models.engines.find((e) => e.bundle === bundle.name && e.routes.includes(route));
   }
 
   // Shows the state of the engine that serves the chosen pair: the first bundle with the
@@ -235,15 +256,15 @@
       return null;
     }
     if (seq !== engineSeq) return null;
-    const route = `${pair[0]}-${pair[1]}`; // as /v1/models writes routes
-    const bundle = models.bundles.find((b) => b.routes.includes(route));
-    const engine =
-      bundle && models.engines.find((e) => e.bundle === bundle.name && e.routes.includes(route));
-    if (!engine) {
-      el.engine.textContent = `No engine serves ${route}.`;
+    const [src, tgt] = pair;
+    const pivot = (pivotsBy.get(src) || {})[tgt];
+    const pairs = pivot ? [[src, pivot], [pivot, tgt]] : [[src, tgt]];
+    const legs = pairs.map(([s, t]) => [s, t, engineFor(models, s, t)]);
+    if (legs.some(([, , engine]) => !engine)) {
+      el.engine.textContent = `No engine serves ${src}-${tgt}.`;
       return null;
     }
-    return renderEngine(pair[0], pair[1], engine);
+    return renderEngines(legs);
   }
 
   // While a translation runs (or someone else's load is under way) the state is polled, so
@@ -275,6 +296,11 @@
       let line = `Detected language: ${nameOf(detected)}, confidence ${percent(t.detected.confidence)}`;
       if (t.engine === null) line += " (already in the target language: shown unchanged)";
       el.detected.textContent = line + ".";
+      el.detected.hidden = false;
+    }
+    if (t.pivot) {
+      const through = `Translated through ${nameOf(t.pivot)}: no model translates this pair directly.`;
+      el.detected.textContent = t.detected ? `${el.detected.textContent} ${through}` : through;
       el.detected.hidden = false;
     }
     const warnings = (t.warnings || []).map((w) => WARNINGS[w] || w);
@@ -486,6 +512,7 @@
     }
     targetsBy = new Map(catalogue.languages.map((l) => [l.code, new Set(l.targets)]));
     names = Object.fromEntries(catalogue.languages.map((l) => [l.code, l.name]));
+    pivotsBy = new Map(catalogue.languages.map((l) => [l.code, l.pivots || {}]));
     if (catalogue.routes.length === 0) {
       showError("This server translates no language pair.");
       return;

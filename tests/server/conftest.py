@@ -74,6 +74,24 @@ def _cached_bundle(request, kw: dict[str, Any]) -> Path:
     return bundle
 
 
+# A German text of two sentences (the tiny bundle's languages are de, en, fr).
+GERMAN = "Und Gott sprach: Es werde Licht! Und es ward Licht."
+
+
+@pytest.fixture(scope="session")
+def bundle_without_de_fr(tiny_bundle, tmp_path_factory) -> Path:
+    """The tiny bundle with its de<->fr routes taken out of the manifest: de-en, en-de, en-fr
+    and fr-en remain, so de-fr and fr-de are translated through English (pivoting)."""
+    import json
+
+    dst = tmp_path_factory.mktemp("pivot") / "bundle"
+    shutil.copytree(tiny_bundle, dst)
+    manifest = json.loads((dst / "manifest.json").read_text())
+    manifest["routes"] = [r for r in manifest["routes"] if set(r) != {"de", "fr"}]
+    (dst / "manifest.json").write_text(json.dumps(manifest))
+    return dst
+
+
 @pytest.fixture
 def bundle_copy(tiny_bundle, tmp_path) -> Path:
     """A private, writable copy of the tiny bundle."""

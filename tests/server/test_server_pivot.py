@@ -4,26 +4,18 @@ The pivoted translation is exactly the two direct translations one after the oth
 
 from __future__ import annotations
 
-import json
-import shutil
-
 import pytest
+
+from tests.server.conftest import GERMAN
 
 pytestmark = pytest.mark.integration
 
-GERMAN = "Und Gott sprach: Es werde Licht! Und es ward Licht."
 ENGLISH = "And God said, Let there be light: and there was light."
 
 
 @pytest.fixture(scope="module")
-def without_de_fr(tiny_bundle, tmp_path_factory):
-    """The tiny bundle serving de-en, en-de, en-fr, fr-en (no de<->fr)."""
-    dst = tmp_path_factory.mktemp("pivot") / "bundle"
-    shutil.copytree(tiny_bundle, dst)
-    manifest = json.loads((dst / "manifest.json").read_text())
-    manifest["routes"] = [r for r in manifest["routes"] if set(r) != {"de", "fr"}]
-    (dst / "manifest.json").write_text(json.dumps(manifest))
-    return dst
+def without_de_fr(bundle_without_de_fr):
+    return bundle_without_de_fr
 
 
 @pytest.fixture(scope="module")

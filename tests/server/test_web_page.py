@@ -18,6 +18,7 @@ import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from server.documents import FORMATS
+from tests.server.conftest import GERMAN
 
 pytestmark = pytest.mark.integration
 
@@ -439,3 +440,23 @@ def test_failed_engine_shows_the_apis_message_and_state(page, make_server, bundl
     assert shown.startswith(message) and "Try again in" in shown, (shown, message)
     expect(page.locator("#engine [data-state]")).to_have_attribute("data-state", "failed")
     expect(page.locator("#engine")).to_contain_text(engines["tiny:shared+tgt/fr"]["error"])
+
+
+def test_a_pair_without_a_route_is_translated_through_a_pivot(
+    new_page, module_server, bundle_without_de_fr
+):
+    server = module_server(bundle_dirs=[bundle_without_de_fr])
+    server.wait_ready()
+    page = open_page(new_page(), server)
+    pick(page, "de", "fr")
+    expect(page.locator("#engine")).to_contain_text("Through English (en).")
+    assert page.locator("#engine [data-state]").count() == 2  # one engine per leg
+    page.fill("#text", GERMAN)
+    page.click("#translate")
+    with server.client() as c:
+        expected = api_translate(c, text=GERMAN, source="de", target="fr")
+    assert expected["pivot"] == "en"
+    assert output_of(page) == expected["text"]
+    expect(page.locator("#detected")).to_have_text(
+        "Translated through English (en): no model translates this pair directly."
+    )
