@@ -79,6 +79,17 @@ SentenceHypotheses = dict[tuple[int, int], list[Hypothesis]]
 
 
 @dataclass(frozen=True)
+class Call:
+    """What every text of one translate call shares."""
+
+    target: str
+    opts: Options
+    model: str | None
+    deadline: float
+    client: str
+
+
+@dataclass(frozen=True)
 class Sentence:
     """One sentence to translate: its (text, sentence) index in the request, the bundle and
     route that translate it, its tagged source pieces."""
@@ -304,21 +315,13 @@ class TranslationService:
         self.validate_languages(source, target, model)
         if deadline is None:
             deadline = time.monotonic() + self.settings.request_timeout_s
-        results = await self._translate(texts, source, target, opts, model, deadline, client)
-        return await self._second_legs(results, target, opts, model, deadline, client)
+        call = Call(target, opts, model, deadline, client)
+        return await self._second_legs(await self._translate(texts, source, call), call)
 
-    async def _translate(
-        self,
-        texts: list[str],
-        source: str,
-        target: str,
-        opts: Options,
-        model: str | None,
-        deadline: float,
-        client: str,
-    ) -> list[TextResult]:
+    async def _translate(self, texts: list[str], source: str, call: Call) -> list[TextResult]:
         """Translate checked texts; a text whose pair has no direct route comes back
         translated into its pivot language (``pivot`` set, ``engine`` None)."""
+        target, opts, model, deadline = call.target, call.opts, call.model, call.deadline
         if source != AUTO:  # a full queue is refused before the expensive preparation
             leg = self.pivot_for(source, target, model) or target
             served = self.bundle_for(source, leg, model)
@@ -333,21 +336,13 @@ class TranslationService:
             self.settings.no_repeat_ngram_size,
         )
         sentences = self._sentences(plans)
-        hypotheses = await self._decode(sentences, decode, deadline, client)
+        hypotheses = await self._decode(sentences, decode, deadline, call.client)
         flags: dict[tuple[int, int], set[Flag]] = {}
         if self.settings.output_checks:
-            flags = await self._check_outputs(sentences, hypotheses, decode, deadline, client)
+            flags = await self._check_outputs(sentences, hypotheses, decode, deadline, call.client)
         return self._join(texts, plans, hypotheses, flags, opts.num_alternatives)
 
-    async def _second_legs(
-        self,
-        results: list[TextResult],
-        target: str,
-        opts: Options,
-        model: str | None,
-        deadline: float,
-        client: str,
-    ) -> list[TextResult]:
+    async def _second_legs(self, results: list[TextResult], call: Call) -> list[TextResult]:
         """The texts that went into a pivot language translated on into ``target``, one
         call per pivot language (their sentences batched like any others); each result keeps
         its source and detection, and names both engines and the pivot."""
@@ -358,7 +353,7 @@ class TranslationService:
                 by_pivot.setdefault(r.pivot, []).append(i)
         for pivot, members in sorted(by_pivot.items()):
             texts = [results[i].text for i in members]
-            second = await self._translate(texts, pivot, target, opts, model, deadline, client)
+            second = await self._translate(texts, pivot, call)
             for i, s in zip(members, second, strict=True):
                 first = results[i]
                 out[i] = replace(
