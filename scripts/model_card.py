@@ -382,7 +382,8 @@ def record_slice(evidence: Path, verdict: Path, weight: float, shipped: str) -> 
         "shipped": shipped,
         "device": summary.get("device_name") or summary.get("device"),
         "updates": summary.get("steps_this_run", summary.get("step")),
-        "train_minutes": round(summary.get("train_seconds", 0) / 60),
+        # this slice's minutes (the call's; train_seconds counts every slice of the run)
+        "train_minutes": round(summary.get("seconds", 0) / 60),
         "best_step": best.get("step"),
         "weight_back": weight,
         "general_before": round(found["general_before"], 2),

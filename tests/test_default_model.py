@@ -224,7 +224,11 @@ def test_the_model_card_is_generated_from_the_bundle_and_its_evaluations(tmp_pat
                                    "acts_before": 37.85, "acts_after": 37.6}))  # fmt: skip
     model_card.record_slice(evidence, verdict, 0.35, "2026-12-01")
     card = model_card.build_card(DEFAULT, evidence, tmp_path / "curve.png")
-    assert (
-        "| 2026-12-01 | x86_64 CPU, 2 threads | 1,882 | 85 | 1,250 | 0.35 | 28.82 -> 29.50 |"
-        in card
+    summary = json.loads((evidence / "summary.json").read_text())
+    evals = [json.loads(x) for x in (evidence / "metrics.jsonl").read_text().splitlines()]
+    best = max((e for e in evals if e.get("kind") == "eval"), key=lambda e: e["dev_chrf"])
+    row = (
+        f"| 2026-12-01 | {summary['device_name']} | {summary['steps_this_run']:,} | "
+        f"{round(summary['seconds'] / 60)} | {best['step']:,} | 0.35 | 28.82 -> 29.50 |"
     )
+    assert row in card, row
