@@ -18,8 +18,8 @@ An engine is a set of files, stored and cached as a CTranslate2 model directory 
 
 :class:`HybridTranslator` answers the subset of ``ctranslate2.Translator`` that the server, the
 evaluation and the benchmarks call (``translate_batch``, ``score_batch``, ``unload_model``,
-``load_model``, ``model_is_loaded``), so an engine kind is only a loader behind the same
-interface.
+``load_model``, ``model_is_loaded``, ``num_active_batches``; ``lsmt_bundle.contracts.Engine``),
+so an engine kind is only a loader behind the same interface.
 """
 
 from __future__ import annotations

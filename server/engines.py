@@ -38,6 +38,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from lsmt_bundle import Bundle
 from lsmt_core.routes import Route, route_key
 
 from .bundles import ServedBundle
@@ -49,7 +50,7 @@ from .settings import Settings
 log = logging.getLogger("server.engines")
 
 # loader(bundle, src, tgt, settings) -> (translator, nbytes)
-Loader = Callable[[Any, str, str, Settings], tuple[RouteEngine, int]]
+Loader = Callable[[Bundle, str, str, Settings], tuple[RouteEngine, int]]
 
 # How long eviction waits for an engine's runtime to count its last batch done (module doc):
 # the count lags by a thread switch, so this is only reached by a batch that really runs on.
@@ -67,7 +68,9 @@ def wait_until_idle(translator: RouteEngine, timeout: float = SETTLE_S) -> bool:
     return True
 
 
-def default_loader(bundle: Any, src: str, tgt: str, settings: Settings) -> tuple[RouteEngine, int]:
+def default_loader(
+    bundle: Bundle, src: str, tgt: str, settings: Settings
+) -> tuple[RouteEngine, int]:
     """The route's engine (a CTranslate2 translator, or a hybrid engine for an LSTM-decoder
     bundle): from the engine cache when it holds it, else assembled (numpy), built, and
     stored in the cache for the next cold start. With ``settings.express_engine_apart`` it is
@@ -522,35 +525,41 @@ class EngineRegistry:
     def _move_out(self, e: EngineSlot) -> None:
         self.metrics.engine_evictions.labels("device").inc()
         translator = e.translator
-        if translator is None:  # nothing resident to move
-            self._drop(e)
-            return
-        if not wait_until_idle(translator):
-            self.metrics.engine_evicted_busy.inc()
-            log.warning("engine %s still runs a batch as it is evicted", e.key)
-        if self.device == "cuda" and self.host_budget > 0 and e.nbytes <= self.host_budget:
-            try:
-                translator.unload_model(to_cpu=True)
-            except Exception as exc:
-                log.warning("unload_model(to_cpu=True) failed for %s: %s", e.key, exc)
-            if not translator.model_is_loaded:
-                e.state = State.HOST
-                e.draining = False
-                log.info("engine %s moved to host memory", e.key)
-                while self.host_bytes > self.host_budget:
-                    hosted = [x for x in self.engines.values() if x.state == State.HOST]
-                    t_host = time.perf_counter()
-                    self._drop(min(hosted, key=lambda x: x.last_used))
-                    self.metrics.engine_evictions.labels("host").inc()
-                    self.metrics.engine_eviction_seconds.labels("host").observe(
-                        time.perf_counter() - t_host
-                    )
-                self.update_gauges()
+        if translator is not None:  # else nothing is resident: the slot is only dropped
+            if not wait_until_idle(translator):
+                self.metrics.engine_evicted_busy.inc()
+                log.warning("engine %s still runs a batch as it is evicted", e.key)
+            if self._to_host(e, translator):
                 return
-            log.info("engine %s still loaded after unload_model(to_cpu=True); dropping", e.key)
         self._drop(e)
         self.update_gauges()
         self._notify()
+
+    def _to_host(self, e: EngineSlot, translator: RouteEngine) -> bool:
+        """CUDA with room in the host tier: park the engine there (dropping the host tier's
+        LRU engines past its budget); whether it moved."""
+        if not (self.device == "cuda" and self.host_budget > 0 and e.nbytes <= self.host_budget):
+            return False
+        try:
+            translator.unload_model(to_cpu=True)
+        except Exception as exc:
+            log.warning("unload_model(to_cpu=True) failed for %s: %s", e.key, exc)
+        if translator.model_is_loaded:
+            log.info("engine %s still loaded after unload_model(to_cpu=True); dropping", e.key)
+            return False
+        e.state = State.HOST
+        e.draining = False
+        log.info("engine %s moved to host memory", e.key)
+        while self.host_bytes > self.host_budget:
+            hosted = [x for x in self.engines.values() if x.state == State.HOST]
+            t_host = time.perf_counter()
+            self._drop(min(hosted, key=lambda x: x.last_used))
+            self.metrics.engine_evictions.labels("host").inc()
+            self.metrics.engine_eviction_seconds.labels("host").observe(
+                time.perf_counter() - t_host
+            )
+        self.update_gauges()
+        return True
 
     def _drop(self, e: EngineSlot) -> None:
         t = e.translator

@@ -197,3 +197,15 @@ def added_language(toy_data, tmp_path_factory) -> tuple[Path, Path, Path]:
 
 
 # ============================ end of tiny-model fixtures ====================================
+
+
+# Prometheus (owner: deploy): what the dashboard and the alert rules may name
+
+
+@pytest.fixture(scope="session")
+def exported() -> dict[str, set[str]]:
+    """Sample name -> label names of a real server's /metrics (tests.prometheus), scraped
+    once for test_deploy's dashboard checks and test_alerts' rule checks."""
+    from tests.prometheus import exported_series
+
+    return exported_series()

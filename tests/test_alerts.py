@@ -11,7 +11,7 @@ import subprocess
 import pytest
 import yaml
 
-from tests.prometheus import ROOT, check_names, exported_series
+from tests.prometheus import ROOT, check_names
 
 pytestmark = pytest.mark.integration
 
@@ -82,7 +82,6 @@ def test_the_rules_cover_what_production_needs():
         assert rule["annotations"]["summary"] and rule["annotations"]["description"]
 
 
-def test_the_rules_name_series_the_server_exports():
-    exported = exported_series()
+def test_the_rules_name_series_the_server_exports(exported):
     for rule in _rules():
         check_names(rule["alert"], rule["expr"], exported)

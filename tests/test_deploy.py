@@ -21,7 +21,7 @@ import yaml
 
 from server.healthcheck import server_address
 from tests.dockerfile import chain, parse
-from tests.prometheus import check_names, exported_series, promql_names
+from tests.prometheus import check_names, promql_names
 
 pytestmark = pytest.mark.integration
 
@@ -428,11 +428,6 @@ def test_prometheus_loads_the_alert_rules(stack):
         mounted = _mounted(prom, str(Path("/etc/prometheus") / name))
         assert mounted.resolve() == (ROOT / "deploy" / "prometheus" / name).resolve()
         assert mounted.is_file(), mounted
-
-
-@pytest.fixture(scope="module")
-def exported() -> dict[str, set[str]]:
-    return exported_series()
 
 
 def test_promql_names_reader():
