@@ -14,6 +14,7 @@ needs ctranslate2. Dependencies: ``lsmt_bundle`` imports ``lsmt_core`` and none 
 - :mod:`.ct2`: a :class:`DenseModel` -> a CTranslate2 model (on disk or in memory)
 - :mod:`.engine_cache`: built engines kept on disk across cold starts and processes
 - :mod:`.contracts`: what an engine is to those who drive it (``Engine``, ``Resident``)
+- :mod:`.packages`: ready models (Argos packages, CTranslate2 folders) served as routes
 """
 
 from lsmt_core.manifest import FORMAT_VERSION, Manifest

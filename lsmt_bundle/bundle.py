@@ -8,6 +8,7 @@ corrupted module fails its routes (``BundleError`` naming the file), never serve
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Final
 
 from safetensors.numpy import load
 
@@ -38,9 +39,24 @@ class Bundle:
         self.language_pieces = language_pieces or {}
         self._indices = manifest.indices_used()
 
+    kind: Final = "lsmt"  # beside ready models (lsmt_bundle.packages.ModelPackage)
+
+    @property
+    def languages(self) -> list[str]:
+        return list(self.manifest.languages)
+
     @property
     def routes(self) -> list[Route]:
         return list(self.manifest.routes)
+
+    @property
+    def provenance(self) -> dict[str, str]:
+        """What the catalogue shows of where the weights come from."""
+        recorded = self.manifest.provenance
+        shown = {"step": str(recorded["step"])} if "step" in recorded else {}
+        if isinstance(recorded.get("best_dev_chrf"), float):
+            shown["best_dev_chrf"] = f"{recorded['best_dev_chrf']:.2f}"
+        return shown
 
     @property
     def tokenizer_path(self) -> Path:
@@ -77,6 +93,12 @@ class Bundle:
     def engine_key(self, src: str, tgt: str) -> str:
         """Routes with equal keys read the same modules, so they share one engine."""
         return f"{self.name}:" + "+".join(self.modules_for(src, tgt))
+
+    def route_bytes(self, src: str, tgt: str) -> int:
+        """Bytes of the module files the route's engine is assembled from (0 for files the
+        manifest does not record)."""
+        rels = [f"modules/{name}.safetensors" for name in self.modules_for(src, tgt)]
+        return sum(self.manifest.files[rel].bytes for rel in rels if rel in self.manifest.files)
 
     def source_pieces(self, pieces: list[str], src: str, tgt: str) -> list[str]:
         return tag_source(self.manifest.tag_scheme, pieces, src, tgt)

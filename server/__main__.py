@@ -69,7 +69,10 @@ def open_bundles(settings: Settings) -> list[ServedBundle]:
             sys.exit(f"error: bundle directory {path} does not exist.")
         sys.exit(f"error: bundle {path} is not valid: {exc}")
 
-    return open_bundle_dirs(settings.bundle_dirs, fail)
+    def disable(path: Path, exc: Exception) -> None:
+        logging.getLogger("server").error("model %s is not served: %s", path, exc)
+
+    return open_bundle_dirs(settings.bundle_dirs, fail, disable)
 
 
 def serve(

@@ -1,10 +1,8 @@
 """A bundle as the server sees it: routes, engine keys, tokenizer, position limit.
 
-Wraps ``lsmt_bundle.Bundle`` (duck-typed, so tests may pass a stand-in with the same
-attributes: ``name``, ``path``, ``manifest.languages``, ``routes``, ``engine_key(src, tgt)``,
-``tokenizer_path``, ``source_pieces(pieces, src, tgt)``, ``assemble(src, tgt)`` and
-``max_source_positions``; optionally ``tokenizer_path_of(lang)`` for languages with a
-tokenizer of their own).
+Wraps an LSMT bundle (``lsmt_bundle.Bundle``) or a ready model (an Argos package or a
+CTranslate2 model folder, ``lsmt_bundle.packages.ModelPackage``): both answer the same
+questions, so the rest of the server serves their routes alike.
 """
 
 from __future__ import annotations
@@ -14,7 +12,7 @@ from pathlib import Path
 
 import sentencepiece as spm
 
-from lsmt_bundle import Bundle
+from lsmt_bundle.packages import ModelKind, ServedModel, is_model_source, open_model_packages
 from lsmt_core.languages import LANGUAGE_EDITIONS, language_name
 from lsmt_core.routes import Route
 from lsmt_core.tags import QUALITY_TAGS, lang_tag
@@ -24,11 +22,12 @@ __all__ = ["ServedBundle", "language_name", "load_served_bundle"]
 
 
 class ServedBundle:
-    def __init__(self, bundle: Bundle) -> None:
+    def __init__(self, bundle: ServedModel) -> None:
         self.bundle = bundle
         self.name: str = bundle.name
+        self.kind: ModelKind = bundle.kind
         self.path = Path(bundle.path)
-        self.languages: list[str] = list(bundle.manifest.languages)
+        self.languages: list[str] = list(bundle.languages)
         self.routes: list[Route] = [Route(s, t) for s, t in bundle.routes]
         self.route_set = set(self.routes)
         # One SentencePiece model per tokenizer file: a language with its own (an added
@@ -54,9 +53,7 @@ class ServedBundle:
     def route_bytes(self, route: Route) -> int:
         """Bytes of the module files the route's engine is assembled from (0 for files the
         manifest does not record)."""
-        files = self.bundle.manifest.files
-        rels = [f"modules/{name}.safetensors" for name in self.bundle.modules_for(*route)]
-        return sum(files[rel].bytes for rel in rels if rel in files)
+        return self.bundle.route_bytes(*route)
 
     @property
     def engine_keys(self) -> list[str]:
@@ -104,15 +101,33 @@ def load_served_bundle(path: Path) -> ServedBundle:
 
 
 def open_bundle_dirs(
-    paths: Iterable[Path], on_error: Callable[[Path, Exception], None]
+    paths: Iterable[Path],
+    on_error: Callable[[Path, Exception], None],
+    on_disabled: Callable[[Path, Exception], None],
 ) -> list[ServedBundle]:
-    """Open each bundle directory in turn. One that cannot be opened goes to ``on_error`` with
-    the exception: the app records it (readiness reports it) and goes on, ``python -m server``
-    exits with the reason."""
-    opened = []
-    for path in paths:
+    """Open each bundle directory in turn, in order (the first that offers a route serves it
+    when a request names no model). One that cannot be opened goes to ``on_error`` with the
+    exception: the app records it (readiness reports it) and goes on, ``python -m server``
+    exits with the reason. A path of ready models (Argos packages, CTranslate2 model folders:
+    ``lsmt_bundle.packages``) serves each model that opens; one that does not goes to
+    ``on_disabled``: only its route is missing. A model named like one already served is
+    disabled too (names are engine keys' prefixes and what requests pin)."""
+    opened: list[ServedBundle] = []
+    for path in map(Path, paths):
         try:
-            opened.append(load_served_bundle(path))
+            if is_model_source(path):
+                models = open_model_packages(path, on_disabled)
+                if not models:
+                    raise ValueError(f"{path} holds no Argos package or model folder that opens")
+                fresh = [ServedBundle(m) for m in models]
+            else:
+                fresh = [load_served_bundle(path)]
         except Exception as exc:
-            on_error(Path(path), exc)
+            on_error(path, exc)
+            continue
+        for served in fresh:
+            if any(b.name == served.name for b in opened):
+                on_disabled(served.path, ValueError(f"a model named {served.name!r} is served"))
+            else:
+                opened.append(served)
     return opened

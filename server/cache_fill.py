@@ -23,6 +23,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
+from lsmt_bundle.bundle import Bundle
 from lsmt_core.routes import Route
 
 from .engines import engine_cache
@@ -30,7 +31,6 @@ from .express import PER_THREAD_NICE, lower_this_thread
 from .state import AppState
 
 if TYPE_CHECKING:
-    from lsmt_bundle.bundle import Bundle
     from lsmt_bundle.engine_cache import EngineCache
 
 log = logging.getLogger("server")
@@ -109,9 +109,12 @@ async def fill_engine_cache(st: AppState) -> dict[str, int]:
     try:
         used = await loop.run_in_executor(pool, _bytes, cache)  # then counted as it builds
         for served in list(st.bundles):
+            bundle = served.bundle
+            if not isinstance(bundle, Bundle):  # a ready model is its own engine: no build
+                continue
             seen: set[str] = set()  # routes that share an engine share its entry
             keys = await loop.run_in_executor(
-                pool, _cache_keys, served.bundle, served.routes, quantization
+                pool, _cache_keys, bundle, served.routes, quantization
             )
             for (src, tgt), key in zip(served.routes, keys, strict=True):
                 if key is None:  # no digests recorded: nothing of this bundle is cacheable
@@ -127,7 +130,7 @@ async def fill_engine_cache(st: AppState) -> dict[str, int]:
                     return counts
                 try:
                     present, entry_bytes = await loop.run_in_executor(
-                        pool, _fill, cache, served.bundle, src, tgt, quantization
+                        pool, _fill, cache, bundle, src, tgt, quantization
                     )
                 except OSError as exc:
                     cache.skipped(exc)  # warned and counted there

@@ -26,6 +26,7 @@ import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import ray
@@ -189,9 +190,10 @@ class Translator:
         raise EngineUnavailable(key, "no bundle of this replica has this engine key", 60.0)
 
     def _open_bundles(self) -> list[ServedBundle]:
-        return open_bundle_dirs(
-            self.settings.bundle_dirs, lambda path, exc: log.error("bundle %s: %s", path, exc)
-        )
+        def report(path: Path, exc: Exception) -> None:
+            log.error("bundle %s: %s", path, exc)
+
+        return open_bundle_dirs(self.settings.bundle_dirs, report, report)
 
     async def _hold(self, key: str) -> HeldEngine:
         """Serve's loader for ``key``: the engine loaded in the registry (single-flight)."""

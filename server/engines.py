@@ -38,7 +38,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from lsmt_bundle import Bundle
+from lsmt_bundle.packages import ModelPackage, ServedModel
 from lsmt_core.routes import Route, route_key
 
 from .bundles import ServedBundle
@@ -50,7 +50,7 @@ from .settings import Settings
 log = logging.getLogger("server.engines")
 
 # loader(bundle, src, tgt, settings) -> (translator, nbytes)
-Loader = Callable[[Bundle, str, str, Settings], tuple[RouteEngine, int]]
+Loader = Callable[[ServedModel, str, str, Settings], tuple[RouteEngine, int]]
 
 # How long eviction waits for an engine's runtime to count its last batch done (module doc):
 # the count lags by a thread switch, so this is only reached by a batch that really runs on.
@@ -69,28 +69,30 @@ def wait_until_idle(translator: RouteEngine, timeout: float = SETTLE_S) -> bool:
 
 
 def default_loader(
-    bundle: Bundle, src: str, tgt: str, settings: Settings
+    bundle: ServedModel, src: str, tgt: str, settings: Settings
 ) -> tuple[RouteEngine, int]:
     """The route's engine (a CTranslate2 translator, or a hybrid engine for an LSTM-decoder
     bundle): from the engine cache when it holds it, else assembled (numpy), built, and
-    stored in the cache for the next cold start. With ``settings.express_engine_apart`` it is
-    a ``LaneEngines`` pair of the same files: the bulk slots' (niced) and the express lane's."""
+    stored in the cache for the next cold start; a ready model's (an Argos package's) is
+    opened from its folder. With ``settings.express_engine_apart`` it is a ``LaneEngines``
+    pair of the same files: the bulk slots' (niced) and the express lane's."""
     from lsmt_bundle.ct2 import saved_quantization
     from lsmt_bundle.engine_cache import load_route_engine
+    from lsmt_bundle.engines import open_engine
 
-    return load_route_engine(
-        engine_cache(settings),
-        bundle,
-        src,
-        tgt,
-        saved_quantization(settings.resolved_compute_type),
-        opener=open_lanes(settings.bulk_nice) if settings.express_engine_apart else None,
-        device=settings.resolved_device,
-        device_index=settings.device_index,
-        compute_type=settings.resolved_compute_type,
-        inter_threads=settings.engine_workers,
-        intra_threads=settings.resolved_intra_threads,
-    )
+    opener = open_lanes(settings.bulk_nice) if settings.express_engine_apart else open_engine
+    options: dict[str, Any] = {
+        "device": settings.resolved_device,
+        "device_index": settings.device_index,
+        "compute_type": settings.resolved_compute_type,
+        "inter_threads": settings.engine_workers,
+        "intra_threads": settings.resolved_intra_threads,
+    }
+    if isinstance(bundle, ModelPackage):
+        return bundle.open_engine(opener, **options)
+    quantization = saved_quantization(settings.resolved_compute_type)
+    cache = engine_cache(settings)
+    return load_route_engine(cache, bundle, src, tgt, quantization, opener=opener, **options)
 
 
 @functools.cache

@@ -22,7 +22,7 @@ import asyncio
 import logging
 from pathlib import Path
 
-from lsmt_bundle import BundleError
+from lsmt_bundle import Bundle, BundleError
 from lsmt_core.routes import Route, route_key
 
 from .bundles import ServedBundle, load_served_bundle
@@ -85,7 +85,10 @@ def _served(
 def _checked_bundle(served: ServedBundle) -> ServedBundle | None:
     """The bundle as its directory holds it now, checked whole; None when it is the one
     being served."""
+    if not isinstance(served.bundle, Bundle):
+        return None  # a ready model is read once; a new or changed one takes a restart
     fresh = load_served_bundle(Path(served.path))
+    assert isinstance(fresh.bundle, Bundle)
     old, new = served.bundle.manifest, fresh.bundle.manifest
     if new == old:
         return None

@@ -12,6 +12,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict
 
+from lsmt_bundle.packages import ModelKind
+
 from .output_checks import Flag
 
 
@@ -127,9 +129,24 @@ class LanguageInfo(BaseModel):
     )
 
 
+class ModelSource(BaseModel):
+    kind: ModelKind = Field(
+        description="lsmt: an LSMT bundle; argos: an Argos Translate package; ctranslate2: a "
+        "CTranslate2 model folder."
+    )
+    provenance: dict[str, str] = Field(
+        default_factory=dict, description="What the model says of itself (version, licence...)."
+    )
+
+
 class LanguagesResponse(BaseModel):
     languages: list[LanguageInfo]
     routes: list[str]
+    served_by: dict[str, str] = Field(
+        description="Each route's model when a request names none (the first in LSMT_BUNDLES "
+        "that offers it); a request's model field pins another."
+    )
+    models: dict[str, ModelSource] = Field(description="Every served model: what it is.")
     auto_detect: list[str] = Field(
         description="Served languages that source auto can resolve to (the identifier knows "
         "more: a text in a language not served is refused with unsupported_language)."
@@ -168,6 +185,8 @@ class EngineInfo(BaseModel):
 
 class BundleInfo(BaseModel):
     name: str
+    kind: ModelKind
+    provenance: dict[str, str]
     languages: list[str]
     routes: list[str]
     engine_keys: list[str]
@@ -180,6 +199,10 @@ class ModelsResponse(BaseModel):
     budgets: dict[str, int] = Field(description="device_bytes, host_bytes.")
     used: dict[str, int] = Field(description="device_bytes, host_bytes.")
     bundles: list[BundleInfo]
+    disabled: dict[str, str] = Field(
+        description="Ready models (packages) that could not be opened, and why: their routes "
+        "are not served."
+    )
     engines: list[EngineInfo]
 
 
@@ -228,6 +251,9 @@ class ReadinessResponse(BaseModel):
     warmup: WarmupState
     failed_engines: dict[str, str | None]
     damaged_files: dict[str, dict[str, str]]
+    disabled_models: dict[str, str] = Field(
+        description="Packages that could not be opened, and why (status degraded, still ready)."
+    )
 
 
 # LibreTranslate-compatible endpoints -------------------------------------------------------

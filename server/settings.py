@@ -43,7 +43,11 @@ class Settings(BaseSettings):
     # What to serve.
     bundles: Annotated[list[Path], NoDecode] = Field(
         default_factory=list,
-        description="Bundle directories. Empty: the default model directory.",
+        description=(
+            "Bundle directories, Argos packages (a folder of them, one, or an .argosmodel) and "
+            "CTranslate2 model folders, in the order that picks a pair's model. Empty: the "
+            "default model directory."
+        ),
     )
     default_bundle_dir: Path = Field(
         DEFAULT_BUNDLE_DIR, description="Used when no bundle is named."
@@ -173,7 +177,8 @@ class Settings(BaseSettings):
         None,
         description=(
             'Routes loaded and translated once at start ("en-de"), or "all". '
-            "None: the first route of every bundle. []: no warm-up."
+            "None: the first route of every LSMT bundle (of the first package when only "
+            "packages are served). []: no warm-up."
         ),
     )
 

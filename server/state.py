@@ -34,6 +34,9 @@ class AppState:
     metrics: Metrics
     bundles: list[ServedBundle] = field(default_factory=list)
     bundle_errors: dict[str, str] = field(default_factory=dict)
+    # ready models (Argos packages, CTranslate2 folders) that could not be opened: path ->
+    # reason. Only their routes are missing: the server is ready (status "degraded").
+    disabled_models: dict[str, str] = field(default_factory=dict)
     registry: EngineRegistry | None = None
     service: TranslationService | None = None
     executor: ThreadPoolExecutor | None = None
@@ -66,7 +69,11 @@ def load_bundles(st: AppState, bundles: list[Any] | None) -> None:
             st.bundle_errors[str(path)] = f"{type(exc).__name__}: {exc}"
             log.error("bundle %s is invalid: %s", path, exc)
 
-        st.bundles.extend(open_bundle_dirs(st.settings.bundle_dirs, record))
+        def disable(path: Path, exc: Exception) -> None:
+            st.disabled_models[path.name] = str(exc)
+            log.error("model %s is not served: %s", path, exc)
+
+        st.bundles.extend(open_bundle_dirs(st.settings.bundle_dirs, record, disable))
     for b in st.bundles:
         for key in b.engine_keys:
             st.metrics.init_engine(key)
@@ -102,15 +109,15 @@ def damaged_files(st: AppState) -> dict[str, dict[str, str]]:
 
 
 def warmup_plan(st: AppState) -> list[tuple[ServedBundle, Route]]:
-    """The routes to warm up: ``warmup_routes`` (none: the first route of each bundle;
-    ``all``: every route); a wanted route no bundle serves is recorded as a warm-up error."""
+    """The routes to warm up: ``warmup_routes`` (none: the first route of each LSMT bundle, or
+    of the first ready model when only packages are served: a folder of fifty packages would
+    otherwise load fifty engines before the server is ready; ``all``: every route); a wanted
+    route no bundle serves is recorded as a warm-up error."""
     wanted = st.settings.warmup_routes
-    plan = []
     if wanted is None:
-        for b in st.bundles:
-            if b.routes:
-                plan.append((b, b.routes[0]))
-        return plan
+        firsts = [b for b in st.bundles if b.kind == "lsmt"] or st.bundles[:1]
+        return [(b, b.routes[0]) for b in firsts if b.routes]
+    plan = []
     if [w.lower() for w in wanted] == ["all"]:
         return [(b, r) for b in st.bundles for r in b.routes]
     for w in wanted:

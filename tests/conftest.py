@@ -209,3 +209,17 @@ def exported() -> dict[str, set[str]]:
     from tests.prometheus import exported_series
 
     return exported_series()
+
+
+@pytest.fixture(scope="session")
+def argos_zips(tmp_path_factory) -> Path:
+    """The shipped default model's en-fr and fr-en routes as Argos packages
+    (``.argosmodel`` files, model_export.argos), written once per test run. Read-only."""
+    from lsmt_bundle import load_bundle
+    from model_export.argos import write_argos_package
+
+    bundle = load_bundle(Path(__file__).resolve().parents[1] / "models" / "default")
+    out = tmp_path_factory.mktemp("argos-zips")
+    for src, tgt in (("en", "fr"), ("fr", "en")):
+        write_argos_package(bundle, src, tgt, out)
+    return out

@@ -100,19 +100,22 @@ def test_argostranslate_translates_offline_as_the_lsmt_server_does(
     assert done.returncode == 0, done.stderr[-3000:]
     argos = json.loads(done.stdout.strip().splitlines()[-1])
     assert all(t.strip() for lines in argos.values() for t in lines), argos
-    assert argos == lsmt_translations(SENTENCES)
+    assert argos == lsmt_translations(SENTENCES, DEFAULT)
+    # LSMT serving the packages themselves, as a LibreTranslate user would point it at theirs
+    assert argos == lsmt_translations(SENTENCES, packages)
 
 
-def lsmt_translations(texts: dict[str, list[str]]) -> dict[str, list[str]]:
-    """The same sentences through LSMT's server: greedy, as argostranslate was set to, and
-    without the server's own additions (repetition guards, output checks)."""
+def lsmt_translations(texts: dict[str, list[str]], served: Path) -> dict[str, list[str]]:
+    """The same sentences through LSMT's server on ``served`` (a bundle or a packages
+    folder): greedy, as argostranslate was set to, and without the server's own additions
+    (repetition guards, output checks)."""
     from fastapi.testclient import TestClient
 
     from server.app import create_app
     from server.settings import Settings
 
     settings = Settings(
-        bundles=[DEFAULT],
+        bundles=[served],
         device="cpu",
         repetition_penalty=1.0,
         no_repeat_ngram_size=0,

@@ -9,7 +9,7 @@ from lsmt_core.routes import route_key
 
 from ..bundles import language_name
 from ..dependencies import RegistryDep, ServiceDep, StateDep
-from ..schemas import BundleInfo, LanguageInfo, LanguagesResponse, ModelsResponse
+from ..schemas import BundleInfo, LanguageInfo, LanguagesResponse, ModelSource, ModelsResponse
 
 router = APIRouter(tags=["catalogue"])
 
@@ -27,6 +27,10 @@ async def languages(svc: ServiceDep) -> LanguagesResponse:
             for c in svc.languages
         ],
         routes=[route_key(r) for r in svc.routes],
+        served_by={route_key(r): svc.bundle_for(*r, None).name for r in svc.routes},
+        models={
+            b.name: ModelSource(kind=b.kind, provenance=b.bundle.provenance) for b in svc.bundles
+        },
         auto_detect=[c for c in svc.languages if c in svc.detector.known],
     )
 
@@ -51,6 +55,8 @@ async def models(st: StateDep, registry: RegistryDep) -> ModelsResponse:
         bundles=[
             BundleInfo(
                 name=b.name,  # not its filesystem path: that is the operator's business
+                kind=b.kind,
+                provenance=b.bundle.provenance,
                 languages=b.languages,
                 routes=[route_key(r) for r in b.routes],
                 engine_keys=b.engine_keys,
@@ -58,5 +64,6 @@ async def models(st: StateDep, registry: RegistryDep) -> ModelsResponse:
             )
             for b in st.bundles
         ],
+        disabled=st.disabled_models,
         engines=registry.engine_infos(st.bundles) if registry else [],
     )

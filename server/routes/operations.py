@@ -36,7 +36,7 @@ async def readyz(st: StateDep, registry: RegistryDep) -> JSONResponse:
     problems = readiness_problems(st)
     ready = not problems
     damaged = damaged_files(st)
-    healthy = not failed and not damaged
+    healthy = not failed and not damaged and not st.disabled_models
     status = "ready" if ready and healthy else ("degraded" if ready else "not_ready")
     body = ReadinessResponse(
         status=status,
@@ -53,6 +53,7 @@ async def readyz(st: StateDep, registry: RegistryDep) -> JSONResponse:
         ),
         failed_engines=failed,
         damaged_files=damaged,
+        disabled_models=st.disabled_models,
     )
     return JSONResponse(body.model_dump(), status_code=200 if ready else 503)
 

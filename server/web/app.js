@@ -200,8 +200,14 @@
     failed: ["failed", "failed", ""],
   };
 
-  function engineParts(src, tgt, engine) {
-    const parts = [document.createTextNode(`Engine ${nameOf(src)} → ${nameOf(tgt)}: `)];
+  // Where a route's model comes from, when it is not an LSMT bundle (/v1/models' kind).
+  const KINDS = { argos: "Argos package", ctranslate2: "CTranslate2 model" };
+
+  function engineParts(src, tgt, [engine, bundle]) {
+    const kind = KINDS[bundle.kind];
+    const version = bundle.provenance.package_version || bundle.provenance.version;
+    const source = kind ? ` (${kind} ${bundle.name}${version ? ` ${version}` : ""})` : "";
+    const parts = [document.createTextNode(`Engine ${nameOf(src)} → ${nameOf(tgt)}${source}: `)];
     const [cls, word, note] = STATES[engine.state] || ["", engine.state, ""];
     const state = document.createElement("span");
     state.className = `state ${cls}`;
@@ -228,14 +234,17 @@
       parts.push(...engineParts(src, tgt, engine));
     });
     el.engine.replaceChildren(...parts);
-    const states = legs.map(([, , engine]) => engine.state);
+    const states = legs.map(([, , [engine]]) => engine.state);
     return states.find((s) => s !== "loaded") || "loaded";
   }
 
+  // [engine, its bundle] of a route, or null.
   function engineFor(models, src, tgt) {
     const route = `${src}-${tgt}`; // as /v1/models writes routes
     const bundle = models.bundles.find((b) => b.routes.includes(route));
-    return bundle && models.engines.find((e) => e.bundle === bundle.name && e.routes.includes(route));
+    const engine =
+      bundle && models.engines.find((e) => e.bundle === bundle.name && e.routes.includes(route));
+    return engine ? [engine, bundle] : null;
   }
 
   // Shows the state of the engine that serves the chosen pair: the first bundle with the

@@ -460,3 +460,18 @@ def test_a_pair_without_a_route_is_translated_through_a_pivot(
     expect(page.locator("#detected")).to_have_text(
         "Translated through English (en): no model translates this pair directly."
     )
+
+
+def test_a_route_served_by_an_argos_package_says_so(new_page, module_server, argos_zips):
+    server = module_server(bundle_dirs=[argos_zips])
+    server.wait_ready()
+    page = open_page(new_page(), server)
+    pick(page, "en", "fr")
+    expect(page.locator("#engine")).to_contain_text(
+        "Engine English (en) → French (fr) (Argos package default-en_fr 1.0):"
+    )
+    page.fill("#text", "Where is the train station?")
+    page.click("#translate")
+    with server.client() as c:
+        expected = api_translate(c, text="Where is the train station?", source="en", target="fr")
+    assert output_of(page) == expected["text"] and expected["text"].strip()
