@@ -237,6 +237,12 @@ class Unit:
     slot: int  # the unit's translation, in the document's texts
 
 
+# The attribute values a start tag of translated text is written with, besides its translated
+# ones (a translated document's language: ``server.documents.languages``); a value for an
+# attribute the tag lacks adds it.
+Attributes = Callable[[Token], dict[str, str]]
+
+
 def html_text(text: str) -> str:
     """Translated text as HTML text."""
     return html.escape(text, quote=False)
@@ -301,7 +307,8 @@ class HtmlDocument:
 
     def _add_tag(self, token: Token) -> None:
         slots = self._attribute_slots(token)
-        self.pieces.append((token, slots) if slots else token.raw)
+        start = token.kind in ("start", "startend")
+        self.pieces.append((token, slots) if slots or start else token.raw)
 
     def _attribute_slots(self, token: Token) -> dict[str, int]:
         slots = {}
@@ -345,7 +352,9 @@ class HtmlDocument:
             span.attr_slots = self._attribute_slots(span.open) if span.open else {}
         self.pieces.append(unit)
 
-    def rebuild(self, translations: list[str]) -> bytes:
+    def rebuild(self, translations: list[str], attributes: Attributes | None = None) -> bytes:
+        """The document with the translations in place; ``attributes``: more values for the
+        start tags of translated text (not of kept elements)."""
         if len(translations) != len(self.texts):
             raise ValueError(f"{len(translations)} translations for {len(self.texts)} texts")
         self.methods.clear()
@@ -354,13 +363,15 @@ class HtmlDocument:
             if isinstance(piece, str):
                 out.append(piece)
             elif isinstance(piece, Unit):
-                out.append(self._render_unit(piece, translations))
+                out.append(self._render_unit(piece, translations, attributes))
             else:
                 token, slots = piece
-                out.append(_with_attributes(token, slots, translations))
+                out.append(_with_attributes(token, slots, translations, attributes))
         return "".join(out).encode("utf-8")
 
-    def _render_unit(self, unit: Unit, translations: list[str]) -> str:
+    def _render_unit(
+        self, unit: Unit, translations: list[str], attributes: Attributes | None
+    ) -> str:
         target = translations[unit.slot].strip()
         placed = place(unit.plain, unit.spans, target, translations)
         self.methods.update(p.method for p in placed.values())
@@ -374,7 +385,8 @@ class HtmlDocument:
                 if empty and span.space_before and where.start > 0:
                     out.append("" if target[where.start - 1].isspace() else " ")
                 if span.open is not None:
-                    out.append(_with_attributes(span.open, span.attr_slots, translations))
+                    more = attributes if span.inner is None else None  # kept: as it was
+                    out.append(_with_attributes(span.open, span.attr_slots, translations, more))
                 if span.inner is not None:
                     out.append(span.inner)
                 elif span.close is not None:
@@ -679,23 +691,34 @@ def _translatable(plain: str, spans: list[Span]) -> bool:
     return any(c.isalnum() for c in outside)
 
 
-def _with_attributes(token: Token, slots: dict[str, int], translations: list[str]) -> str:
-    """A start tag's source text with the values of its translated attributes replaced (read
-    attribute by attribute, so that a name inside another attribute's value is not one)."""
+def _with_attributes(
+    token: Token, slots: dict[str, int], translations: list[str], attributes: Attributes | None
+) -> str:
+    """A start tag's source text with the values of its translated attributes, and those
+    ``attributes`` gives, replaced (read attribute by attribute, so that a name inside another
+    attribute's value is not one); one it gives that the tag lacks is added at its end."""
     raw = token.raw
-    if not slots:
-        return raw
+    given = attributes(token) if attributes is not None else {}
+    values = {name: translations[slot] for name, slot in slots.items()} | given
     head = TAG_NAME.match(raw)
-    at = head.end() if head else 0
+    if not values or head is None:
+        return raw
+    at = head.end()
     out = [raw[:at]]
     while found := ATTRIBUTE.match(raw, at):
         name, value = found.group(1).lower(), found.group(2)
-        if name in slots and value is not None:
-            out.append(raw[at : found.start(2)])
-            out.append('"' + html.escape(translations[slots[name]], quote=True) + '"')
-            at = found.end(2)
+        if name in values:
+            quoted = '"' + html.escape(values.pop(name), quote=True) + '"'
+            if value is None:  # ``<html lang>``: a value given
+                out.append(found.group() + "=" + quoted)
+            else:
+                out.append(raw[at : found.start(2)] + quoted)
+            at = found.end(2) if value is not None else found.end()
         out.append(raw[at : found.end()])
         at = found.end()
+    out += [
+        f' {name}="{html.escape(values[name], quote=True)}"' for name in given if name in values
+    ]
     return "".join(out) + raw[at:]
 
 

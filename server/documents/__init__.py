@@ -15,6 +15,11 @@ of ``/translate`` and ``/v1/translate`` with ``format=html``). One module per ki
 - ``gettext``: .po (every empty msgstr filled and marked fuzzy, plural forms, placeholders
   kept exactly).
 
+Written with ``Languages``, the translation declares its target language wherever the format
+has a language tag (``languages``: HTML's ``lang``, a book's or OpenDocument's
+``dc:language``, Word's, PowerPoint's and OpenDocument's style languages, a catalogue's
+``Language``).
+
 A package (zip) is opened within bounds (``packages``): too many members or too many bytes
 unpacked, or an XML part that declares entities, is refused as a ``DocumentError``.
 """
@@ -23,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from .languages import Languages
 from .model import Document, DocumentError
 
 FORMATS = (".txt", ".html", ".md", ".docx", ".pptx", ".odt", ".odp", ".epub", ".srt", ".vtt",
@@ -57,4 +63,4 @@ def _readers() -> dict[str, Callable[[bytes], Document]]:
     }
 
 
-__all__ = ["FORMATS", "Document", "DocumentError", "open_document"]
+__all__ = ["FORMATS", "Document", "DocumentError", "Languages", "open_document"]

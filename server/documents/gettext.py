@@ -4,8 +4,9 @@ marked ``fuzzy`` so that a translator reviews it; entries already translated (or
 obsolete ones are kept as they are. Format placeholders (``%s``, ``%(name)d``, ``%1$s``,
 ``{name}``) are kept exactly: each one the msgid has is in the msgstr as many times (put
 between words where the model dropped it), none is added, and unnamed ``printf`` ones keep
-the msgid's order, so that the catalogue passes ``msgfmt --check``. Read and written by
-polib (line wrapping, escapes, flags and plural forms as gettext writes them)."""
+the msgid's order, so that the catalogue passes ``msgfmt --check``. The header's ``Language``
+names the target (its ``Plural-Forms`` stay the catalogue's). Read and written by polib (line
+wrapping, escapes, flags and plural forms as gettext writes them)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import tempfile
 import polib
 
 from ..markup import Span, place
+from .languages import Languages, bcp47
 from .model import Document, DocumentError, decode_utf8
 
 PLACEHOLDER = re.compile(
@@ -42,7 +44,7 @@ def po_document(data: bytes) -> Document:
     for e in entries:
         texts += [e.msgid, e.msgid_plural] if e.msgid_plural else [e.msgid]
 
-    def rebuild(translations: list[str]) -> bytes:
+    def rebuild(translations: list[str], languages: Languages | None) -> bytes:
         if len(translations) != len(texts):
             raise ValueError(f"{len(translations)} translations for {len(texts)} texts")
         done = iter(translations)
@@ -56,6 +58,8 @@ def po_document(data: bytes) -> Document:
             if "fuzzy" not in e.flags:
                 e.flags.insert(0, "fuzzy")  # first, as gettext writes it
         catalogue.metadata["Content-Type"] = "text/plain; charset=UTF-8"  # as written
+        if languages is not None:  # the catalogue's language, as gettext writes it: pt_BR
+            catalogue.metadata["Language"] = bcp47(languages.target).replace("-", "_")
         return str(catalogue).encode("utf-8")
 
     return Document(texts, rebuild)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from ..markup import HtmlDocument, Token, tokenize
+from .languages import Languages, html_language
 from .model import Document, decode_utf8
 
 FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
@@ -31,7 +32,11 @@ TAG_OF = {"**": "strong", "__": "strong", "~~": "s", "*": "em", "_": "em"}
 def markdown_document(data: bytes) -> Document:
     text = decode_utf8(data, "Markdown")
     document = HtmlDocument(text, tokens=markdown_tokens(text), escape=markdown_text)
-    return Document(document.texts, document.rebuild, document.characters)
+
+    def rebuild(translations: list[str], languages: Languages | None) -> bytes:
+        return document.rebuild(translations, html_language(languages))  # its inline HTML's
+
+    return Document(document.texts, rebuild, document.characters)
 
 
 def markdown_text(text: str) -> str:

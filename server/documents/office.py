@@ -8,20 +8,32 @@ translation that render it, as HTML's inline elements are (``server.markup.place
 differ only in language tags or proofing state are one stretch. Any other paragraph (tabs,
 breaks, fields, images, tracked changes) gets the translation in its first text, with that
 text's formatting. A text box's paragraphs are texts of their own.
+
+The translation declares its language (``server.documents.languages``): a Word ``w:lang`` (in
+the parts translated and in styles.xml, whose ``docDefaults`` declares the document's) or a
+DrawingML ``lang``/``altLang`` (slides and notes) that named the source names the target, as
+``fr-FR``: Word's proofing languages are locales, and it writes and expects that form.
 """
 
 from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from xml.etree import ElementTree as ET
 
 from ..markup import Span, place
+from .languages import Languages, regional, retagged
 from .model import Document, DocumentError
 from .packages import open_package, parse_xml, read_member, rewrite_package, xml_bytes
 
 XML_SPACE = "{http://www.w3.org/XML/1998/namespace}space"
+W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
+A = "http://schemas.openxmlformats.org/drawingml/2006/main"
+# Word's language per class of script, and what follows ``w:lang`` in a run's properties
+WORD_LANGUAGES = {"western": f"{{{W}}}val", "asian": f"{{{W}}}eastAsia", "complex": f"{{{W}}}bidi"}
+AFTER_LANG = {f"{{{W}}}{n}" for n in ("eastAsianLayout", "specVanish", "oMath", "rPrChange")}
 
 
 @dataclass(frozen=True)
@@ -34,13 +46,43 @@ class Dialect:
     link: str | None  # the element that holds a hyperlink's runs (Word), if any
     marks: frozenset[str]  # paragraph children dropped when it is written again (proofing)
     not_formatting: frozenset[str]  # run properties (children or attributes) no reader sees
+    styles: str | None  # the part of styles that declares the document's language, if any
+    declare: Callable[[ET.Element, Languages], None]  # a part's language tags -> the target
 
     def tag(self, name: str) -> str:
         return f"{{{self.ns}}}{name}"
 
 
+def word_languages(root: ET.Element, languages: Languages) -> None:
+    """Each ``w:lang`` retagged (``languages.retagged``); the one of styles.xml's
+    ``docDefaults`` declares the document's language, and is added where it is missing."""
+    defaults = root.find(f"{{{W}}}docDefaults/{{{W}}}rPrDefault/{{{W}}}rPr")
+    declared = None if defaults is None else defaults.find(f"{{{W}}}lang")
+    if defaults is not None and declared is None:
+        declared = ET.Element(f"{{{W}}}lang")
+        after = [k for k, child in enumerate(defaults) if child.tag in AFTER_LANG]
+        defaults.insert(after[0] if after else len(defaults), declared)  # the schema's order
+    for lang in root.iter(f"{{{W}}}lang"):
+        tags = {
+            script: lang.get(name, "") for script, name in WORD_LANGUAGES.items() if lang.get(name)
+        }
+        for script, tag in retagged(tags, languages, regional, lang is declared).items():
+            lang.set(WORD_LANGUAGES[script], tag)
+
+
+def drawing_languages(root: ET.Element, languages: Languages) -> None:
+    """Each DrawingML ``lang`` and ``altLang`` (of runs, paragraph ends and defaults) that
+    names the source, retagged."""
+    target = regional(languages.target)
+    for props in root.iter():
+        if props.tag.startswith(f"{{{A}}}"):
+            for name in ("lang", "altLang"):
+                if languages.names_source(props.get(name)):
+                    props.set(name, target)
+
+
 WORD = Dialect(
-    ns="http://schemas.openxmlformats.org/wordprocessingml/2006/main",
+    ns=W,
     paragraph_parts=frozenset(
         {"pPr", "r", "hyperlink", "bookmarkStart", "bookmarkEnd", "proofErr"}
     ),
@@ -48,14 +90,18 @@ WORD = Dialect(
     link="hyperlink",
     marks=frozenset({"proofErr"}),
     not_formatting=frozenset({"lang", "noProof", "rtl", "cs"}),
+    styles="word/styles.xml",
+    declare=word_languages,
 )
 DRAWING = Dialect(  # PowerPoint's text: DrawingML
-    ns="http://schemas.openxmlformats.org/drawingml/2006/main",
+    ns=A,
     paragraph_parts=frozenset({"pPr", "r", "endParaRPr"}),
     run_parts=frozenset({"rPr", "t"}),
     link=None,  # a DrawingML link is a run property (hlinkClick)
     marks=frozenset(),
     not_formatting=frozenset({"lang", "altLang", "dirty", "err", "noProof", "smtClean"}),
+    styles=None,  # a presentation's defaults live in its masters: not rewritten
+    declare=drawing_languages,
 )
 WORD_PARTS = re.compile(r"word/(document|header\d*|footer\d*|footnotes|endnotes)\.xml")
 SLIDE_PARTS = re.compile(r"ppt/(slides/slide|notesSlides/notesSlide)\d+\.xml")
@@ -83,14 +129,24 @@ def office_document(
         paragraphs = [Paragraph(p, texts, dialect) for p in root.iter(dialect.tag("p"))]
         read.append((name, root, namespaces, [p for p in paragraphs if p.slot >= 0]))
     characters = sum(len(texts[p.slot]) for *_, ps in read for p in ps)
+    styles = None  # no text, only the document's language: rewritten for that alone
+    if dialect.styles is not None and dialect.styles in package.namelist():
+        name = dialect.styles
+        styles = (name, *parse_xml(read_member(package, name, kind), name, kind))
 
-    def rebuild(translations: list[str]) -> bytes:
+    def rebuild(translations: list[str], languages: Languages | None) -> bytes:
         if len(translations) != len(texts):
             raise ValueError(f"{len(translations)} translations for {len(texts)} texts")
         replaced = {}
         for name, root, namespaces, paragraphs in read:
             for paragraph in paragraphs:
                 paragraph.write(translations)
+            if languages is not None:
+                dialect.declare(root, languages)
+            replaced[name] = xml_bytes(root, namespaces)
+        if styles is not None and languages is not None:
+            name, root, namespaces = styles
+            dialect.declare(root, languages)
             replaced[name] = xml_bytes(root, namespaces)
         return rewrite_package(package, replaced)
 

@@ -7,6 +7,11 @@ the words of the translation that render it, as HTML's inline elements are
 (``server.markup.place``). Any other paragraph (tabs, line breaks, notes, frames, fields)
 gets the translation in its first text, its elements kept where they were. A footnote's or a
 frame's paragraphs are texts of their own.
+
+The translation declares its language (``server.documents.languages``): each language and
+country of a style's text properties (western ``fo:``, ``-asian``, ``-complex``) in
+``content.xml`` and ``styles.xml`` that named the source names the target (a default style
+declares the document's), and so does ``meta.xml``'s ``dc:language``.
 """
 
 from __future__ import annotations
@@ -15,11 +20,20 @@ import copy
 from xml.etree import ElementTree as ET
 
 from ..markup import Span, place
-from .model import Document, DocumentError
+from .languages import Languages, regional, retagged, split_region, with_dc_language
+from .model import Document, DocumentError, decode_utf8
 from .packages import open_package, parse_xml, read_member, rewrite_package, xml_bytes
 
 TEXT = "urn:oasis:names:tc:opendocument:xmlns:text:1.0"
-CONTENT = "content.xml"
+STYLE = "urn:oasis:names:tc:opendocument:xmlns:style:1.0"
+FO = "urn:oasis:names:tc:opendocument:xmlns:xsl-fo-compatible:1.0"
+CONTENT, STYLES, META = "content.xml", "styles.xml", "meta.xml"
+# a style's language and country per class of script
+LANGUAGES = {
+    "western": (f"{{{FO}}}language", f"{{{FO}}}country"),
+    "asian": (f"{{{STYLE}}}language-asian", f"{{{STYLE}}}country-asian"),
+    "complex": (f"{{{STYLE}}}language-complex", f"{{{STYLE}}}country-complex"),
+}
 PARAGRAPHS = {f"{{{TEXT}}}p", f"{{{TEXT}}}h"}
 STYLED = {f"{{{TEXT}}}span", f"{{{TEXT}}}a"}  # placed on their words
 SPACE = f"{{{TEXT}}}s"  # ``text:c`` spaces
@@ -44,15 +58,52 @@ def opendocument(data: bytes, kind: str) -> Document:
     paragraphs = [OdfParagraph(p, texts) for p in root.iter() if p.tag in PARAGRAPHS]
     paragraphs = [p for p in paragraphs if p.slot >= 0]
     characters = sum(len(texts[p.slot]) for p in paragraphs)
+    members = package.namelist()
+    styles = (
+        parse_xml(read_member(package, STYLES, kind), STYLES, kind) if STYLES in members else None
+    )
+    meta = decode_utf8(read_member(package, META, kind), META) if META in members else None
 
-    def rebuild(translations: list[str]) -> bytes:
+    def rebuild(translations: list[str], languages: Languages | None) -> bytes:
         if len(translations) != len(texts):
             raise ValueError(f"{len(translations)} translations for {len(texts)} texts")
         for paragraph in paragraphs:
             paragraph.write(translations)
-        return rewrite_package(package, {CONTENT: xml_bytes(root, namespaces)})
+        replaced = {}
+        if languages is not None:
+            style_languages(root, languages)
+            if styles is not None:
+                style_languages(styles[0], languages)
+                replaced[STYLES] = xml_bytes(*styles)
+            if meta is not None:
+                replaced[META] = with_dc_language(meta, languages, regional).encode("utf-8")
+        replaced[CONTENT] = xml_bytes(root, namespaces)
+        return rewrite_package(package, replaced)
 
     return Document(texts, rebuild, characters)
+
+
+def style_languages(root: ET.Element, languages: Languages) -> None:
+    """Each style's languages retagged (``languages.retagged``); a default style's declare
+    the document's. A country goes with its language: the target's region, or none."""
+    defaults = {
+        id(props)
+        for default in root.iter(f"{{{STYLE}}}default-style")
+        for props in default.iter(f"{{{STYLE}}}text-properties")
+    }
+    for props in root.iter(f"{{{STYLE}}}text-properties"):
+        tags = {
+            script: "-".join(filter(None, (props.get(language), props.get(country))))
+            for script, (language, country) in LANGUAGES.items()
+            if props.get(language)
+        }
+        for script, tag in retagged(tags, languages, regional, id(props) in defaults).items():
+            (language, country), (subtag, region) = LANGUAGES[script], split_region(tag)
+            props.set(language, subtag)
+            if region is None:
+                props.attrib.pop(country, None)
+            else:
+                props.set(country, region)
 
 
 class OdfParagraph:

@@ -5,13 +5,16 @@ the package written again with some parts replaced and every other member copied
 from __future__ import annotations
 
 import io
+import re
 import zipfile
+from html import escape
 from xml.etree import ElementTree as ET
 
 from .model import DocumentError
 
 MAX_MEMBERS = 10_000
 MAX_UNPACKED_BYTES = 64 * 1024 * 1024  # a 1 MiB upload that unpacks past this is a zip bomb
+ROOT_TAG = re.compile(rb"<(?![?!])[^\s/>]+")  # after the XML declaration
 
 
 def open_package(data: bytes, kind: str) -> zipfile.ZipFile:
@@ -56,10 +59,19 @@ def parse_xml(data: bytes, name: str, kind: str) -> tuple[ET.Element, list[tuple
 
 
 def xml_bytes(root: ET.Element, namespaces: list[tuple[str, str]]) -> bytes:
-    for prefix, uri in namespaces:  # the document's own prefixes (mc:Ignorable names them)
+    """The part written again with the document's own prefixes, all of them declared on its
+    root: ElementTree writes only those its elements use, and a prefix that Office's
+    ``mc:Ignorable`` names must stay declared (Word refuses the file otherwise)."""
+    for prefix, uri in namespaces:
         ET.register_namespace(prefix, uri)
     written: bytes = ET.tostring(root, encoding="UTF-8", xml_declaration=True)
-    return written
+    declared = set(re.findall(rb'xmlns:([^=\s]+)="', written))
+    missing = {p: uri for p, uri in namespaces if p and p.encode() not in declared}
+    head = ROOT_TAG.search(written)
+    if not missing or head is None:
+        return written
+    more = "".join(f' xmlns:{p}="{escape(uri, quote=True)}"' for p, uri in missing.items())
+    return written[: head.end()] + more.encode("utf-8") + written[head.end() :]
 
 
 def rewrite_package(package: zipfile.ZipFile, replaced: dict[str, bytes]) -> bytes:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from ..markup import HtmlDocument
+from .languages import Languages, html_language
 from .model import Document, decode_utf8
 
 
@@ -21,8 +22,8 @@ def text_document(text: str) -> Document:
     parts = re.split(r"(\n[ \t]*\n\s*)", text)  # paragraphs and the blank lines between them
     slots = [i for i, p in enumerate(parts) if i % 2 == 0 and p.strip()]
 
-    def rebuild(translations: list[str]) -> bytes:
-        out = list(parts)
+    def rebuild(translations: list[str], languages: Languages | None) -> bytes:
+        out = list(parts)  # plain text names no language
         for i, translated in zip(slots, translations, strict=True):
             out[i] = translated
         return "".join(out).encode("utf-8")
@@ -32,6 +33,10 @@ def text_document(text: str) -> Document:
 
 def html_document(doc: str) -> Document:
     """Each block is one text, its inline elements kept around their words
-    (``server.markup``)."""
+    (``server.markup``); the translation declares its language (``html_language``)."""
     document = HtmlDocument(doc)
-    return Document(document.texts, document.rebuild, document.characters)
+
+    def rebuild(translations: list[str], languages: Languages | None) -> bytes:
+        return document.rebuild(translations, html_language(languages))
+
+    return Document(document.texts, rebuild, document.characters)

@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable
 
 from ..markup import HtmlDocument
+from .languages import Languages
 from .model import Document, DocumentError, decode_utf8, joined
 
 LINE_WIDTH = 42  # the usual subtitle line (Netflix, BBC: 37-42 characters)
@@ -53,13 +54,13 @@ def subtitle_document(text: str, kind: str, escaped: bool) -> Document:
         cues[i] = lines[: timing + 1]
     if not cues:
         raise DocumentError(f"not a {kind} file (no cue with a timing line)")
-    texts, rebuild_parts = joined(parts)
+    texts, shares = joined([part_texts for part_texts, _ in parts])
 
-    def rebuild(translations: list[str]) -> bytes:
-        out = list(blocks)
-        for i, cue_bytes in zip(cues, rebuild_parts(translations), strict=True):
+    def rebuild(translations: list[str], languages: Languages | None) -> bytes:
+        out = list(blocks)  # subtitles name no language
+        for i, (_, write), share in zip(cues, parts, shares(translations), strict=True):
             end = out[i][len(out[i].rstrip("\r\n")) :]  # the file's last line break
-            out[i] = newline.join(cues[i] + reflow(cue_bytes.decode("utf-8"))) + end
+            out[i] = newline.join(cues[i] + reflow(write(share).decode("utf-8"))) + end
         return "".join(out).encode("utf-8")
 
     return Document(texts, rebuild)

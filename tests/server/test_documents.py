@@ -11,10 +11,12 @@ import subprocess
 import zipfile
 from xml.etree import ElementTree as ET
 
+import polib
 import pytest
 
-from server.documents import DocumentError, open_document
+from server.documents import DocumentError, Languages, open_document
 from server.documents.office import docx_document
+from server.markup import tokenize
 
 W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
 R = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
@@ -175,10 +177,10 @@ def test_a_word_documents_headers_and_footnotes_are_translated_too():
     assert b"Une note." in out.read("word/header1.xml")
 
 
-def epub(chapter: str) -> bytes:
+def epub(chapter: str, metadata: str = "<metadata/>") -> bytes:
     opf = (
         '<?xml version="1.0"?><package xmlns="http://www.idpf.org/2007/opf" version="3.0">'
-        '<metadata/><manifest><item id="c1" href="text/ch%201.xhtml" '
+        f'{metadata}<manifest><item id="c1" href="text/ch%201.xhtml" '
         'media-type="application/xhtml+xml"/>'
         '<item id="css" href="style.css" media-type="text/css"/>'
         '</manifest><spine><itemref idref="c1"/></spine></package>'
@@ -314,19 +316,24 @@ def test_packages_that_would_explode_are_refused(monkeypatch):
 T = "urn:oasis:names:tc:opendocument:xmlns:text:1.0"
 OFFICE = "urn:oasis:names:tc:opendocument:xmlns:office:1.0"
 XLINK = "http://www.w3.org/1999/xlink"
+STYLE = "urn:oasis:names:tc:opendocument:xmlns:style:1.0"
+FO = "urn:oasis:names:tc:opendocument:xmlns:xsl-fo-compatible:1.0"
 
 
-def odt(body: str) -> bytes:
+def odt(body: str, head: str = "", parts: dict[str, str] | None = None) -> bytes:
+    """``head``: what content.xml holds before its body (automatic styles); ``parts``: others
+    than content.xml and a styles.xml without styles."""
     content = (
         f'<?xml version="1.0" encoding="UTF-8"?><office:document-content xmlns:office="{OFFICE}" '
-        f'xmlns:text="{T}" xmlns:xlink="{XLINK}"><office:body><office:text>{body}'
-        "</office:text></office:body></office:document-content>"
+        f'xmlns:text="{T}" xmlns:xlink="{XLINK}" xmlns:style="{STYLE}" xmlns:fo="{FO}">{head}'
+        f"<office:body><office:text>{body}</office:text></office:body></office:document-content>"
     )
     return package(
         {
             "mimetype": "application/vnd.oasis.opendocument.text",
             "content.xml": content,
             "styles.xml": "<styles/>",
+            **(parts or {}),
         },
         stored=("mimetype",),
     )
@@ -410,3 +417,142 @@ def test_markdown_nested_too_deep_reads_as_text():
     line = "[" * 2000 + "x" + "](u)" * 2000
     document = open_document("deep.md", (line + "\n").encode())
     assert len(document.texts) >= 1  # read, not a RecursionError
+
+
+# The translation declares the language it is in, where the format has a language tag: the
+# document's own declaration always, another tag where it named the source.
+FRENCH = Languages("en", "fr")
+DC = "http://purl.org/dc/elements/1.1/"
+XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
+
+
+def test_an_html_page_declares_the_target_language():
+    page = (
+        '<!DOCTYPE html><html><head><meta http-equiv="content-language" content="en"></head>'
+        '<body><p lang="en-GB">Click <b>Save</b> to keep <span lang="de">your changes</span>.'
+        '</p><pre lang="en">Save</pre></body></html>'
+    )
+    document = open_document("page.html", page.encode())
+    assert document.rebuild(document.texts).decode() == page  # without languages: as it was
+    out = document.rebuild([TABLE[t] for t in document.texts], FRENCH).decode()
+    tags = {t.tag: dict(t.attrs) for t in tokenize(out) if t.kind == "start"}
+    assert tags["html"] == {"lang": "fr"}  # added: the root had none
+    assert tags["meta"]["content"] == "fr" and tags["p"] == {"lang": "fr"}
+    assert tags["span"] == {"lang": "de"}  # another language: left as it was
+    assert tags["pre"] == {"lang": "en"}  # not translated: left as it was
+
+
+def test_a_book_declares_the_target_in_its_package_and_its_chapters():
+    chapter = (
+        '<?xml version="1.0" encoding="utf-8"?>\n<html xmlns="http://www.w3.org/1999/xhtml" '
+        'lang="en" xml:lang="en"><head><title>Save</title></head><body><p>Save</p></body></html>'
+    )
+    metadata = (
+        f'<metadata xmlns:dc="{DC}"><dc:title>Save</dc:title><dc:language>en-US</dc:language>'
+        "</metadata>"
+    )
+    document = open_document("book.epub", epub(chapter, metadata))
+    out = zipfile.ZipFile(io.BytesIO(document.rebuild(["Enregistrer"] * 2, FRENCH)))
+    opf = ET.fromstring(out.read("OEBPS/content.opf"))
+    assert [e.text for e in opf.iter(f"{{{DC}}}language")] == ["fr"]
+    assert next(opf.iter(f"{{{DC}}}title")).text == "Save"  # the package is not translated
+    root = ET.fromstring(out.read("OEBPS/text/ch 1.xhtml"))
+    assert root.get("lang") == root.get(XML_LANG) == "fr"
+
+
+def local_attributes(root: ET.Element, tag: str) -> list[dict[str, str]]:
+    return [{k.split("}")[-1]: v for k, v in e.attrib.items()} for e in root.iter(tag)]
+
+
+def test_a_word_document_declares_the_target_in_its_runs_and_default_style():
+    body = (
+        '<w:p><w:r><w:rPr><w:lang w:val="en-US" w:eastAsia="zh-CN"/></w:rPr><w:t>Save</w:t>'
+        '</w:r></w:p><w:p><w:r><w:rPr><w:lang w:val="de-DE"/></w:rPr><w:t>Zeitgeist</w:t></w:r>'
+        "</w:p>"
+    )
+    w14 = "http://schemas.microsoft.com/office/word/2010/wordml"
+    mc = "http://schemas.openxmlformats.org/markup-compatibility/2006"
+    styles = (
+        f'<w:styles xmlns:w="{W}" xmlns:mc="{mc}" xmlns:w14="{w14}" mc:Ignorable="w14">'
+        '<w:docDefaults><w:rPrDefault><w:rPr><w:sz w:val="22"/><w:eastAsianLayout/></w:rPr>'
+        '</w:rPrDefault></w:docDefaults><w:style w:styleId="Quote"><w:rPr>'
+        '<w:lang w:val="en-GB"/></w:rPr></w:style></w:styles>'
+    )
+    document_xml = f'<w:document xmlns:w="{W}"><w:body>{body}</w:body></w:document>'
+    data = package({"word/document.xml": document_xml, "word/styles.xml": styles})
+    copied = zipfile.ZipFile(io.BytesIO(open_document("a.docx", data).rebuild(["x", "y"])))
+    assert copied.read("word/styles.xml") == styles.encode()  # without languages: as it was
+    document = open_document("a.docx", data)
+    out = zipfile.ZipFile(io.BytesIO(document.rebuild(["Enregistrer", "Zeitgeist"], FRENCH)))
+    runs = ET.fromstring(out.read("word/document.xml"))
+    assert local_attributes(runs, f"{{{W}}}lang") == [
+        {"val": "fr-FR", "eastAsia": "zh-CN"},  # Chinese text would still be checked as such
+        {"val": "de-DE"},
+    ]
+    written = out.read("word/styles.xml")
+    assert b'xmlns:w14="' in written  # mc:Ignorable's prefix stays declared
+    defaults = ET.fromstring(written).find(f"{{{W}}}docDefaults/{{{W}}}rPrDefault/{{{W}}}rPr")
+    assert [e.tag.split("}")[1] for e in defaults] == ["sz", "lang", "eastAsianLayout"]
+    assert local_attributes(ET.fromstring(written), f"{{{W}}}lang") == [
+        {"val": "fr-FR"},  # the document's default, added
+        {"val": "fr-FR"},  # the Quote style's, which was en-GB
+    ]
+
+
+def test_a_presentation_declares_the_target_on_its_runs():
+    text = (
+        '<a:p><a:r><a:rPr lang="en-US" altLang="en-GB"/><a:t>Save</a:t></a:r>'
+        '<a:r><a:rPr lang="de-DE"/><a:t> Zeitgeist</a:t></a:r><a:endParaRPr lang="en-US"/></a:p>'
+    )
+    document = open_document("talk.pptx", package({"ppt/slides/slide1.xml": slide(text)}))
+    out = zipfile.ZipFile(io.BytesIO(document.rebuild(["Enregistrer Zeitgeist"], FRENCH)))
+    root = ET.fromstring(out.read("ppt/slides/slide1.xml"))
+    assert [(e.tag.split("}")[1], e.get("lang"), e.get("altLang")) for e in root.iter()
+            if e.get("lang")] == [
+        ("rPr", "fr-FR", "fr-FR"), ("rPr", "de-DE", None), ("endParaRPr", "fr-FR", None)
+    ]  # fmt: skip
+
+
+def test_an_opendocument_declares_the_target_in_its_styles_and_metadata():
+    automatic = (
+        '<office:automatic-styles><style:style style:name="T1"><style:text-properties '
+        'fo:language="en" fo:country="GB"/></style:style><style:style style:name="T2">'
+        '<style:text-properties fo:language="de" fo:country="DE"/></style:style>'
+        "</office:automatic-styles>"
+    )
+    styles = (
+        f'<office:document-styles xmlns:office="{OFFICE}" xmlns:style="{STYLE}" '
+        f'xmlns:fo="{FO}"><office:styles><style:default-style style:family="paragraph">'
+        '<style:text-properties fo:language="en" fo:country="US" style:language-asian="zh" '
+        'style:country-asian="CN" style:language-complex="hi" style:country-complex="IN"/>'
+        "</style:default-style></office:styles></office:document-styles>"
+    )
+    meta = (
+        f'<office:document-meta xmlns:office="{OFFICE}" xmlns:dc="{DC}"><office:meta>'
+        "<dc:language>en-US</dc:language></office:meta></office:document-meta>"
+    )
+    data = odt("<text:p>Save</text:p>", automatic, {"styles.xml": styles, "meta.xml": meta})
+    document = open_document("letter.odt", data)
+    # Japanese: the western language that was English, and the Asian one, name it
+    out = zipfile.ZipFile(io.BytesIO(document.rebuild(["保存"], Languages("en", "ja"))))
+    properties = f"{{{STYLE}}}text-properties"
+    assert local_attributes(ET.fromstring(out.read("content.xml")), properties) == [
+        {"language": "ja", "country": "JP", "language-asian": "ja", "country-asian": "JP"},
+        {"language": "de", "country": "DE"},
+    ]
+    assert local_attributes(ET.fromstring(out.read("styles.xml")), properties) == [
+        {"language": "ja", "country": "JP", "language-asian": "ja", "country-asian": "JP",
+         "language-complex": "hi", "country-complex": "IN"},
+    ]  # fmt: skip
+    assert next(ET.fromstring(out.read("meta.xml")).iter(f"{{{DC}}}language")).text == "ja-JP"
+
+
+def test_a_catalogue_names_the_target_in_its_header():
+    po = (
+        'msgid ""\nmsgstr ""\n"Content-Type: text/plain; charset=UTF-8\\n"\n"Language: ru\\n"\n\n'
+        'msgid "Save"\nmsgstr ""\n'
+    )
+    document = open_document("app.po", po.encode())
+    catalogue = polib.pofile(document.rebuild(["Salvar"], Languages("en", "pt-BR")).decode())
+    assert catalogue.metadata["Language"] == "pt_BR"
+    assert catalogue.find("Save").msgstr == "Salvar"
