@@ -146,8 +146,10 @@ def office_document(
             replaced[name] = xml_bytes(root, namespaces)
         if styles is not None and languages is not None:
             name, root, namespaces = styles
+            before = xml_bytes(root, namespaces)
             dialect.declare(root, languages)
-            replaced[name] = xml_bytes(root, namespaces)
+            if (after := xml_bytes(root, namespaces)) != before:  # else kept byte for byte
+                replaced[name] = after
         return rewrite_package(package, replaced)
 
     return Document(texts, rebuild, characters)

@@ -16,6 +16,7 @@ import re
 import secrets
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from starlette.datastructures import UploadFile
 
 from ..auth import admit, identify, key_from_request
 from ..dependencies import ServiceDep, StateDep
-from ..documents import FORMATS, DocumentError, open_document
+from ..documents import FORMATS, DocumentError, Languages, open_document
 from ..errors import ApiError, bad_request
 from ..request_texts import request_terms, service_translate
 from ..schemas import LT_TRANSLATE_ERRORS, LTFileResponse
@@ -102,15 +103,20 @@ async def translate_file(request: Request, st: StateDep, svc: ServiceDep) -> JSO
     svc.validate_languages(source, target, None)
     await admit(st, caller, document.charged)
     translations = document.texts
+    languages = Languages(source, target)  # the translation declares its target language
     if document.texts:
         deadline = time.monotonic() + st.settings.request_timeout_s
         opts = svc.validate_options(None, 0, None)
         translate = service_translate(svc, target, opts, None, deadline, caller.subject)
         results = await translate_with_terms(translate, document.texts, source, terms)
         translations = [r.text for r in results]
+        if source == "auto":  # the language detected for most of the texts
+            detected = Counter(r.source for r in results).most_common(1)[0][0]
+            languages = Languages(detected, target)
     name = f"{secrets.token_hex(16)}.{Path(upload.filename).name}"
     _forget_old_files(files_dir(st), st.settings.files_ttl_s)
-    (files_dir(st) / name).write_bytes(await asyncio.to_thread(document.rebuild, translations))
+    written = await asyncio.to_thread(document.rebuild, translations, languages)
+    (files_dir(st) / name).write_bytes(written)
     url = str(request.url_for("download_file", filename=name))
     return JSONResponse(LTFileResponse(translatedFileUrl=url).model_dump())
 

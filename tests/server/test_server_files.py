@@ -61,11 +61,13 @@ def test_a_text_file_keeps_its_paragraphs_and_name(srv):
     assert 'filename="notes.txt"' in got.headers["content-disposition"]
 
 
-def test_html_keeps_its_tags(srv):
-    page = b"<html><body><p class='x'>Follow me.</p><script>var a = 1;</script></body></html>"
+def test_html_keeps_its_tags_and_declares_the_target_language(srv):
+    page = (b"<html lang='en'><body><p class='x'>Follow me.</p><script>var a = 1;</script>"
+            b"<p lang='fr'>Suivez-moi.</p></body></html>")  # fmt: skip
     text = download(translate_file(srv.url, "page.html", page)).content.decode()
-    assert text.startswith("<html><body><p class='x'>") and "<script>var a = 1;</script>" in text
-    assert "Follow me." not in text
+    assert text.startswith("<html lang=\"de\"><body><p class='x'>"), text
+    assert "<script>var a = 1;</script>" in text and "Follow me." not in text
+    assert "<p lang='fr'>" in text  # another language's tag is its own
 
 
 def test_a_word_document_keeps_its_parts_and_runs(srv):
@@ -77,6 +79,12 @@ def test_a_word_document_keeps_its_parts_and_runs(srv):
     assert "<w:b" in xml and 'mc:Ignorable="w"' in xml  # formatting and prefixes kept
     assert "Follow" not in xml and " me." not in xml and "Jesus" not in xml
     assert "<w:t>   </w:t>" in xml  # a paragraph of spaces is left alone
+
+
+def test_a_catalogue_auto_detected_names_its_target(srv):
+    po = b'msgid ""\nmsgstr ""\n"Language: en\\n"\n\nmsgid "And Jesus said unto them."\nmsgstr ""\n'
+    out = download(translate_file(srv.url, "app.po", po, source="auto", target="fr")).content
+    assert b'"Language: fr\\n"' in out, out.decode()
 
 
 def test_subtitles_and_a_catalogue_come_back_whole(srv, tmp_path):
