@@ -420,3 +420,23 @@ def test_pivot_benchmark_quick(tmp_path):
         assert 0 < row["chrf_direct"] <= 100 and 0 < row["chrf_pivot"] <= 100
         assert row["p50_ms_pivot"] > 0 and row["p50_ms_direct"] > 0
     assert (tmp_path / "pivot.png").stat().st_size > 0
+
+
+def test_memory_benchmark_splits_a_servers_memory(tmp_path):
+    """Two configurations on the default model, every route served once each: the express
+    pair's engines count exactly twice one translator's, and the split adds up."""
+    from loadtests import bench_memory
+
+    out = tmp_path / "memory"
+    configs = "default,one-translator"
+    result = bench_memory.main(["--rounds", "1", "--configs", configs, "--out", str(out)])
+    rows = {r["config"]: r for r in result["rows"]}
+    assert set(rows) == {"default", "one-translator"}
+    for r in rows.values():
+        assert r["engines"] == r["routes"] > 0  # every route's engine loaded
+        assert r["after_mib"] == pytest.approx(r["idle_mib"] + r["engines_mib"] + r["rest_mib"])
+    pair, one = rows["default"]["engines_mib"], rows["one-translator"]["engines_mib"]
+    assert pair == pytest.approx(2 * one)
+    with open(out / "memory.csv") as f:
+        assert len(list(csv.DictReader(f))) == 2
+    _png(out / "memory.png")
