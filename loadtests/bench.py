@@ -47,6 +47,8 @@ from pathlib import Path
 
 import httpx
 
+from lsmt_core.routes import parse_route
+
 from . import bench_models
 from .server_process import ROOT, ServerProcess, concurrent_requests, metric_sum
 
@@ -134,7 +136,7 @@ def engine_variant(name, bundle_dir, route, args, length, *, full_vocab=False) -
     bundle = load_bundle(bundle_dir)
     if full_vocab:  # the same bundle without its vocabulary-slice fusion
         bundle.manifest = bundle.manifest.model_copy(update={"fusions": []})
-    dense = bundle.assemble(*route)
+    dense = bundle.assemble(route)
     translator, _ = load_engine(
         dense,
         device=args.device,
@@ -159,7 +161,6 @@ def torch_variant(name, models, route, args, length) -> Variant:
     import sentencepiece as spm
     import torch
 
-    from lsmt_core.routes import Route
     from lsmt_core.tags import EOS_ID
     from training.search import beam_search, greedy_search
 
@@ -170,7 +171,6 @@ def torch_variant(name, models, route, args, length) -> Variant:
     # The end token masked: every output has ``length`` tokens, as with min_length in CT2.
     allowed = torch.ones(vocab, dtype=torch.bool, device=args.device)
     allowed[EOS_ID] = False
-    r = Route(*route)
 
     def run(sources: list[list[str]], beam: int) -> tuple[float, int]:
         ids = [[sp.piece_to_id(p) for p in s] for s in sources]
@@ -178,9 +178,9 @@ def torch_variant(name, models, route, args, length) -> Variant:
         src = torch.tensor([i + [0] * (width - len(i)) for i in ids], device=args.device)
         t0 = time.perf_counter()
         if beam == 1:
-            hyps = greedy_search(model, src, r, max_len=length, allowed=allowed)
+            hyps = greedy_search(model, src, route, max_len=length, allowed=allowed)
         else:
-            hyps = beam_search(model, src, r, beam_size=beam, max_len=length, allowed=allowed)
+            hyps = beam_search(model, src, route, beam_size=beam, max_len=length, allowed=allowed)
         dt = time.perf_counter() - t0
         return dt, sum(len(h.tokens) for h in hyps)
 
@@ -211,7 +211,7 @@ def tokenized_sources(models, route, n: int, limit: int) -> list[list[str]]:
     served = ServedBundle(load_bundle(models.bundles["deep"]))
     out = []
     for text in models.sentences[route[0]]:
-        pieces = served.encode(text, *route)
+        pieces = served.encode(text, route)
         if len(pieces) <= limit:
             out.append(pieces)
         if len(out) == n:
@@ -518,9 +518,9 @@ def bench_server(models, mode: Mode, args, route, log) -> dict:
     texts = [t for t in models.sentences[src] if len(t) <= 200][: mode.server_n]
     served = load_served_bundle(bundle_dir)
     # The server's own splitting and tokenizing, so both sides translate the same pieces.
-    pieces = [served.encode(s, src, tgt) for t in texts for s in sentences_of(split_text(t, src))]
+    pieces = [served.encode(s, route) for t in texts for s in sentences_of(split_text(t, src))]
     settings = Settings(device=args.device)
-    engine, _ = default_loader(served.bundle, src, tgt, settings)
+    engine, _ = default_loader(served.bundle, route, settings)
     translator = lane_translator(engine, express=False)  # the direct calls are bulk batches
     positions, length = served.max_source_positions, mode.server_length
     guards = {
@@ -917,7 +917,7 @@ def main(argv: list[str] | None = None) -> dict:
         mode = Mode(**{**mode.__dict__, "repeats": args.repeats})
     parts = set(args.only.split(","))
     args.out.mkdir(parents=True, exist_ok=True)
-    route = tuple(args.route.split("-"))
+    route = parse_route(args.route)
 
     def log(msg: str, **kw) -> None:
         print(msg, **kw)

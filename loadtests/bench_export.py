@@ -23,6 +23,7 @@ import torch
 from loadtests.results import write_results
 from lsmt_bundle import Bundle, DenseModel, load_bundle
 from lsmt_bundle.ct2 import load_translator, save_engine
+from lsmt_core.routes import Route, route_key
 from model_export.from_torch import export_bundle
 from training.model import build_model
 from training.recipe import find_recipe, recipe_from_dict
@@ -76,14 +77,14 @@ def engine_mb(one_route: DenseModel, tmp: Path) -> dict[str, float]:
     }
 
 
-def time_routes(bundle: Bundle, routes: list[tuple[str, str]], repeats: int) -> list[dict]:
+def time_routes(bundle: Bundle, routes: list[Route], repeats: int) -> list[dict]:
     """Per route, the median over ``repeats`` of its assembly and of its engine's load."""
     rows = []
-    for src, tgt in routes:
+    for route in routes:
         assemble_s, load_s = [], []
         for _ in range(repeats):
             t0 = time.perf_counter()
-            dense = bundle.assemble(src, tgt)
+            dense = bundle.assemble(route)
             t1 = time.perf_counter()
             translator, _ = load_translator(dense, compute_type="int8")
             t2 = time.perf_counter()
@@ -92,7 +93,7 @@ def time_routes(bundle: Bundle, routes: list[tuple[str, str]], repeats: int) -> 
             load_s.append(t2 - t1)
         rows.append(
             {
-                "route": f"{src}-{tgt}",
+                "route": route_key(route),
                 "assemble_ms": 1e3 * statistics.median(assemble_s),
                 "engine_load_ms": 1e3 * statistics.median(load_s),
             }
@@ -128,7 +129,8 @@ def main() -> int:
     args = parse_args()
     langs = LANGS[: args.languages]
     model = random_model(args.recipe, args.tokenizer, langs)
-    routes = [(s, "en") for s in langs if s != "en"] + [("en", t) for t in langs if t != "en"]
+    others = [lang for lang in langs if lang != "en"]
+    routes = [Route(s, "en") for s in others] + [Route("en", t) for t in others]
     results: dict = {"recipe": args.recipe, "languages": langs, "routes": len(routes)}
     with tempfile.TemporaryDirectory() as tmp:
         bundle_dir = Path(tmp) / "bundle"
@@ -142,7 +144,7 @@ def main() -> int:
         )
         bundle = load_bundle(bundle_dir)
         store = module_store_bytes(bundle_dir)
-        one_route = bundle.assemble(*routes[0])
+        one_route = bundle.assemble(routes[0])
         all_routes = route_bytes(one_route) * len(routes)
         results.update(store_mb=store / 1e6, all_routes_mb=all_routes / 1e6)
         results.update(engine_mb(one_route, Path(tmp)))

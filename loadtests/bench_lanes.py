@@ -21,6 +21,8 @@ import sys
 import time
 from pathlib import Path
 
+from lsmt_core.routes import Route, parse_route
+
 from .results import write_results
 from .server_process import ROOT
 
@@ -43,7 +45,7 @@ def resident_mib() -> float:
     return pages * 4096 / 2**20
 
 
-def measure(bundle: Path, routes: list[tuple[str, str]], bulk_nice: int) -> dict:
+def measure(bundle: Path, routes: list[Route], bulk_nice: int) -> dict:
     """In this process: the routes' engines opened and held; what they added."""
     from server.bundles import load_served_bundle
     from server.engines import default_loader
@@ -51,13 +53,13 @@ def measure(bundle: Path, routes: list[tuple[str, str]], bulk_nice: int) -> dict
 
     served = load_served_bundle(bundle)
     settings = Settings(device="cpu", bulk_nice=bulk_nice)
-    warm, _ = default_loader(served.bundle, *routes[0], settings)  # imports, first allocations
+    warm, _ = default_loader(served.bundle, routes[0], settings)  # imports, first allocations
     warm.unload_model()
     del warm
     before, held, loads, budget = resident_mib(), [], [], 0
     for route in routes:
         t0 = time.perf_counter()
-        engine, nbytes = default_loader(served.bundle, *route, settings)
+        engine, nbytes = default_loader(served.bundle, route, settings)
         loads.append(time.perf_counter() - t0)
         held.append(engine)
         budget += nbytes
@@ -70,7 +72,7 @@ def measure(bundle: Path, routes: list[tuple[str, str]], bulk_nice: int) -> dict
 
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
-    routes = [tuple(r.split("-")) for r in args.routes.split(",")]
+    routes = [parse_route(r) for r in args.routes.split(",")]
     if args.child is not None:
         print(json.dumps(measure(args.bundle, routes, args.child)))
         return {}

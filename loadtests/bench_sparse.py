@@ -27,6 +27,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from lsmt_core.routes import parse_route
+
 from .bench import Variant, decode_settings, engine_variant, machine, time_setting
 from .bench_models import TEST_BOOK, _train_tokenizer, split_verses
 from .server_process import ROOT
@@ -124,7 +126,7 @@ def sources_for(bundle_dir: Path, held_out, route, n: int, limit: int = 128) -> 
     from server.bundles import ServedBundle
 
     served = ServedBundle(load_bundle(bundle_dir))
-    out = [p for p in (served.encode(t, *route) for t in held_out[route[0]]) if len(p) <= limit]
+    out = [p for p in (served.encode(t, route) for t in held_out[route[0]]) if len(p) <= limit]
     if len(out) < n:
         raise SystemExit(f"not enough {route[0]} sentences of at most {limit} pieces")
     return out[:n]
@@ -136,7 +138,7 @@ def engine_parameters(bundle_dir: Path, route, sparse: bool) -> int:
     bundle = load_bundle(bundle_dir)
     if not sparse:
         bundle.manifest = bundle.manifest.model_copy(update={"fusions": []})
-    return sum(int(v.size) for v in bundle.assemble(*route).weights.values())
+    return sum(int(v.size) for v in bundle.assemble(route).weights.values())
 
 
 def measure(variants: list[Variant], sources, settings, mode: SparseMode) -> list[dict]:
@@ -201,7 +203,7 @@ def main(argv: list[str] | None = None) -> dict:
     mode = QUICK if args.quick else FULL
     if args.repeats:
         mode = SparseMode(**{**mode.__dict__, "repeats": args.repeats})
-    route = tuple(args.route.split("-"))
+    route = parse_route(args.route)
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     bundle_dir, held_out, _ = build(mode.sizes, args.out / "model")

@@ -31,6 +31,7 @@ import httpx
 
 from loadtests.results import print_checks, write_results
 from loadtests.server_process import ServerProcess, metric_sum
+from lsmt_core.routes import Route
 
 MiB = 1 << 20
 SLACK_BYTES = 64 * MiB  # allocator pools and the first uses of a code path
@@ -153,7 +154,7 @@ def routes_and_engines(bundle: Path, first: int | None) -> tuple[list[tuple[str,
 
     b = load_bundle(bundle)
     routes = list(b.routes)[:first]
-    return routes, len({b.engine_key(src, tgt) for src, tgt in routes})
+    return routes, len({b.engine_key(Route(src, tgt)) for src, tgt in routes})
 
 
 def judge(

@@ -241,7 +241,7 @@ def main(argv: list[str] | None = None) -> dict:
         "rate_rps": args.rate,
         "sentences": source,
     }
-    engines = len({bundle.engine_key(s, t) for s, t in bundle.routes})
+    engines = len({bundle.engine_key(route) for route in bundle.routes})
 
     def lsmt_settle(server: ServiceProcess) -> dict:
         if not args.engine_cache:

@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from lsmt_core.routes import Route
+
 from .results import write_results
 from .server_process import ROOT
 
@@ -65,7 +67,7 @@ def profile_once(path: Path, route: tuple[str, str], stages: dict[str, list[floa
 
     bundle = load_bundle(path)
     src, tgt = route
-    names = bundle.modules_for(src, tgt)
+    names = bundle.modules_for(Route(src, tgt))
     # The server's path first (int8 weights as stored where the bundle allows it), then,
     # for an int8 bundle, the float32 round trip it replaces (not part of the miss).
     paths = [("", keeps_int8(bundle.manifest))]
@@ -82,7 +84,7 @@ def profile_once(path: Path, route: tuple[str, str], stages: dict[str, list[floa
         if label:  # the round trip's engine: built and written, for comparison
             with tempfile.TemporaryDirectory() as tmp:
                 timed(stages, BUILD + label, save_engine, dense, Path(tmp) / "engine", "int8")
-    key = engine_key(bundle, src, tgt, "int8")
+    key = engine_key(bundle, Route(src, tgt), "int8")
     if key is None:
         raise SystemExit(f"error: {path} records no file digests (no engine cache)")
     with tempfile.TemporaryDirectory() as tmp:
@@ -91,7 +93,7 @@ def profile_once(path: Path, route: tuple[str, str], stages: dict[str, list[floa
         engine = timed(stages, BUILD + ", listed in the cache",
                        cache.store, key, lambda out: save_engine(dense, out, "int8"))  # fmt: skip
         translator, _ = timed(stages, "load translator", open_engine, engine)
-        source = [bundle.source_pieces(bundle.pieces[100:108], src, tgt)]
+        source = [bundle.source_pieces(bundle.pieces[100:108], Route(src, tgt))]
         timed(stages, "first translation", translator.translate_batch, source)
         entry = timed(stages, "cache hit: check the entry", cache.get, key)
         timed(stages, "cache hit: load translator", open_engine, entry)

@@ -75,14 +75,17 @@ class Bundle:
     def max_source_positions(self) -> int:
         return self.manifest.architecture.max_positions
 
-    def check_route(self, src: str, tgt: str) -> None:
-        if (src, tgt) not in self.routes:
-            raise BundleError(f"route {src}->{tgt} is not offered by bundle {self.name}")
+    def check_route(self, route: Route) -> None:
+        if route not in self.routes:
+            raise BundleError(
+                f"route {route.src}->{route.tgt} is not offered by bundle {self.name}"
+            )
 
-    def modules_for(self, src: str, tgt: str) -> list[str]:
+    def modules_for(self, route: Route) -> list[str]:
         """The modules a route reads, in a fixed order."""
         own = self.manifest.language_tokenizers  # their modules hold their embeddings
         decoders = self.manifest.language_decoders  # theirs, their decoders
+        src, tgt = route
         names = [module_name("shared")]
         if "src" in self._indices or src in own:
             names.append(module_name("src", src))
@@ -90,18 +93,18 @@ class Bundle:
             names.append(module_name("tgt", tgt))
         return names
 
-    def engine_key(self, src: str, tgt: str) -> str:
+    def engine_key(self, route: Route) -> str:
         """Routes with equal keys read the same modules, so they share one engine."""
-        return f"{self.name}:" + "+".join(self.modules_for(src, tgt))
+        return f"{self.name}:" + "+".join(self.modules_for(route))
 
-    def route_bytes(self, src: str, tgt: str) -> int:
+    def route_bytes(self, route: Route) -> int:
         """Bytes of the module files the route's engine is assembled from (0 for files the
         manifest does not record)."""
-        rels = [f"modules/{name}.safetensors" for name in self.modules_for(src, tgt)]
+        rels = [f"modules/{name}.safetensors" for name in self.modules_for(route)]
         return sum(self.manifest.files[rel].bytes for rel in rels if rel in self.manifest.files)
 
-    def source_pieces(self, pieces: list[str], src: str, tgt: str) -> list[str]:
-        return tag_source(self.manifest.tag_scheme, pieces, src, tgt)
+    def source_pieces(self, pieces: list[str], route: Route) -> list[str]:
+        return tag_source(self.manifest.tag_scheme, pieces, route.src, route.tgt)
 
     def read_module(self, name: str, keep_int8: bool = False) -> Weights:
         """A module's weights (float32, decoded; int8 ones kept with their scales if
@@ -144,16 +147,18 @@ class Bundle:
             return str(exc).split(": ", 1)[1]
         return "ok"
 
-    def assemble(self, src: str, tgt: str, keep_int8: bool = False) -> DenseModel:
+    def assemble(self, route: Route, keep_int8: bool = False) -> DenseModel:
         """Dense weights for one route: read its modules, select, apply fusions
         (:func:`lsmt_bundle.assembly.assemble`). float32, unless ``keep_int8`` and the
         route can keep the bundle's int8 weights as they are (:func:`keeps_int8`): an int8
         engine is then built without a float32 round trip."""
-        self.check_route(src, tgt)
+        self.check_route(route)
         keep = keep_int8 and keeps_int8(self.manifest)
-        names = self.modules_for(src, tgt)
+        names = self.modules_for(route)
         modules = {name: self.read_module(name, keep) for name in names}
-        return assemble(self.manifest, modules, self.pieces_of(src), self.pieces_of(tgt))
+        return assemble(
+            self.manifest, modules, self.pieces_of(route.src), self.pieces_of(route.tgt)
+        )
 
 
 def read_pieces(model_path: Path) -> list[str]:

@@ -47,6 +47,8 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lsmt_core.routes import Route
+
 from .bundle import Bundle
 from .store import SHA256, XXH3, hexdigest
 
@@ -75,16 +77,16 @@ def _code_digest() -> str:
     return h.hexdigest()
 
 
-def engine_key(bundle: Bundle, src: str, tgt: str, quantization: str | None) -> str | None:
+def engine_key(bundle: Bundle, route: Route, quantization: str | None) -> str | None:
     """The cache key of the route's engine; None when the bundle records no digests. Routes
     that share an engine (the same modules, and the same tokenizers in the same roles) share
     its entry: the key names what the engine is built from, not the route."""
     import ctranslate2
 
     manifest = bundle.manifest
-    tokenizers = [manifest.tokenizer_of(lang).path for lang in (src, tgt)]
+    tokenizers = [manifest.tokenizer_of(lang).path for lang in route]
     files = list(dict.fromkeys([manifest.tokenizer.path, *tokenizers])) + [
-        f"modules/{name}.safetensors" for name in bundle.modules_for(src, tgt)
+        f"modules/{name}.safetensors" for name in bundle.modules_for(route)
     ]
     digests = [manifest.files.get(rel) for rel in files]
     if any(d is None for d in digests):
@@ -281,24 +283,23 @@ def _entry_bytes(entry: Path) -> int:
 
 
 def fill_entry(
-    cache_: EngineCache, bundle: Bundle, src: str, tgt: str, quantization: str | None
+    cache_: EngineCache, bundle: Bundle, route: Route, quantization: str | None
 ) -> tuple[Path, bool]:
     """The route's entry, checked whole, and whether it was there already (else it is built
     and stored now): what ``python -m model_export build-engines --cache`` does per route."""
-    key = engine_key(bundle, src, tgt, quantization)
+    key = engine_key(bundle, route, quantization)
     if key is None:
         raise ValueError("the bundle records no file digests: its engines cannot be cached")
     entry = cache_.get(key)
     if entry is not None:
         return entry, True
-    return _build_entry(cache_, key, bundle, src, tgt, quantization), False
+    return _build_entry(cache_, key, bundle, route, quantization), False
 
 
 def load_route_engine(
     cache_: EngineCache | None,
     bundle: Bundle,
-    src: str,
-    tgt: str,
+    route: Route,
     quantization: str | None,
     *,
     opener: Opener | None = None,
@@ -312,9 +313,9 @@ def load_route_engine(
     from .engines import open_engine, open_route_engine_on_disk, return_freed_memory
 
     opener = opener or open_engine
-    key = None if cache_ is None else engine_key(bundle, src, tgt, quantization)
+    key = None if cache_ is None else engine_key(bundle, route, quantization)
     if cache_ is None or key is None:
-        return open_route_engine_on_disk(bundle, src, tgt, quantization, opener=opener, **options)
+        return open_route_engine_on_disk(bundle, route, quantization, opener=opener, **options)
     entry = cache_.get(key, verify=False)
     if entry is not None:
         engine = _open_checked(entry, opener, options)
@@ -322,11 +323,11 @@ def load_route_engine(
             return engine
         cache_.discard(key)
     try:
-        entry = _build_entry(cache_, key, bundle, src, tgt, quantization)
+        entry = _build_entry(cache_, key, bundle, route, quantization)
     except OSError as error:
         # The cache cannot take it (disk full, read-only): served all the same, built apart.
         # Skipped only once that worked: an error of the bundle's raises from there.
-        engine = open_route_engine_on_disk(bundle, src, tgt, quantization, opener=opener, **options)
+        engine = open_route_engine_on_disk(bundle, route, quantization, opener=opener, **options)
         cache_.skipped(error)
         return engine
     try:
@@ -337,15 +338,15 @@ def load_route_engine(
         if entry.is_dir():
             raise  # the engine's own failure
         # the entry went in between (another process's eviction)
-        return open_route_engine_on_disk(bundle, src, tgt, quantization, opener=opener, **options)
+        return open_route_engine_on_disk(bundle, route, quantization, opener=opener, **options)
 
 
 def _build_entry(
-    cache_: EngineCache, key: str, bundle: Bundle, src: str, tgt: str, quantization: str | None
+    cache_: EngineCache, key: str, bundle: Bundle, route: Route, quantization: str | None
 ) -> Path:
     from .engines import save_route_engine
 
-    return cache_.store(key, lambda out: save_route_engine(bundle, src, tgt, quantization, out))
+    return cache_.store(key, lambda out: save_route_engine(bundle, route, quantization, out))
 
 
 def _open_checked(entry: Path, opener: Opener, options: dict[str, Any]) -> tuple[Any, int] | None:

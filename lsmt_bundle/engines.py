@@ -16,6 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from lsmt_core.routes import Route
+
 from . import ct2, hybrid
 from .bundle import Bundle
 from .dense import DenseModel
@@ -40,12 +42,12 @@ def save_engine(dense: DenseModel, out_dir: str | Path, quantization: str | None
 
 
 def save_route_engine(
-    bundle: Bundle, src: str, tgt: str, quantization: str | None, out_dir: str | Path
+    bundle: Bundle, route: Route, quantization: str | None, out_dir: str | Path
 ) -> Path:
     """Assemble the route and write its engine directory: in the bundle's stored int8 where the
     engine's quantization allows it (no float32 round trip: ``lsmt_bundle.ct2.INT8_AS_STORED``)."""
     keep_int8 = quantization in ct2.INT8_AS_STORED
-    return save_engine(bundle.assemble(src, tgt, keep_int8=keep_int8), out_dir, quantization)
+    return save_engine(bundle.assemble(route, keep_int8=keep_int8), out_dir, quantization)
 
 
 def open_engine(model: Path | dict[str, bytes], **options: Any) -> tuple[Any, int]:
@@ -64,8 +66,7 @@ Opener = Callable[..., tuple[Any, int]]
 
 def open_route_engine_on_disk(
     bundle: Bundle,
-    src: str,
-    tgt: str,
+    route: Route,
     quantization: str | None,
     *,
     opener: Opener | None = None,
@@ -78,7 +79,7 @@ def open_route_engine_on_disk(
     disk."""
     opener = opener or open_engine
     with tempfile.TemporaryDirectory(prefix="lsmt-engine-") as tmp:
-        engine = opener(save_route_engine(bundle, src, tgt, quantization, tmp), **options)
+        engine = opener(save_route_engine(bundle, route, quantization, tmp), **options)
     return_freed_memory()
     return engine
 

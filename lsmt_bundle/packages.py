@@ -91,20 +91,20 @@ class ModelPackage:
     def tokenizer_path_of(self, lang: str) -> Path:
         return self.target_tokenizer if lang == self.target else self.source_tokenizer
 
-    def check_route(self, src: str, tgt: str) -> None:
-        if (src, tgt) != (self.source, self.target):
-            raise BundleError(f"route {src}->{tgt} is not offered by model {self.name}")
+    def check_route(self, route: Route) -> None:
+        if route != Route(self.source, self.target):
+            raise BundleError(f"route {route.src}->{route.tgt} is not offered by model {self.name}")
 
-    def engine_key(self, src: str, tgt: str) -> str:
-        self.check_route(src, tgt)
+    def engine_key(self, route: Route) -> str:
+        self.check_route(route)
         return f"{self.name}:model"
 
-    def source_pieces(self, pieces: list[str], src: str, tgt: str) -> list[str]:
+    def source_pieces(self, pieces: list[str], route: Route) -> list[str]:
         """A package's source is its pieces as they are (argostranslate's contract): tags, if
         any, are the model config's business (``add_source_bos``)."""
         return list(pieces)
 
-    def route_bytes(self, src: str, tgt: str) -> int:
+    def route_bytes(self, route: Route) -> int:
         return self.sizes.get("model.bin", 0)
 
     def check_sizes(self) -> dict[str, str]:

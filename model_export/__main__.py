@@ -159,8 +159,9 @@ def verify_export(model, out: Path, manifest: Manifest) -> tuple[DenseModel, flo
     from .methods import fused_weights
 
     bundle = load_bundle(out)
-    src, tgt = bundle.routes[0]
-    dense = bundle.assemble(src, tgt)
+    route = bundle.routes[0]
+    src, tgt = route
+    dense = bundle.assemble(route)
     worst = verify_against_model(model, dense, src, tgt, fused_weights(manifest.fusions))
     tol = max_error(manifest.store_dtype, dense.weights) + 1e-6
     if worst > tol:
@@ -251,19 +252,19 @@ def write_engines(bundle: Any, routes: list, out: Path, quantization: str) -> No
     from lsmt_bundle.engines import save_engine
 
     done: dict[str, Path] = {}
-    for src, tgt in routes:
-        key = bundle.engine_key(src, tgt)
-        target = out / route_key((src, tgt))
+    for route in routes:
+        key = bundle.engine_key(route)
+        target = out / route_key(route)
         if key in done:  # same modules, same engine: link instead of a second copy
             target.parent.mkdir(parents=True, exist_ok=True)
             target.symlink_to(done[key].name, target_is_directory=True)
-            print(f"{src}-{tgt}: same engine as {done[key].name} (symlink)")
+            print(f"{route_key(route)}: same engine as {done[key].name} (symlink)")
             continue
-        dense = bundle.assemble(src, tgt, keep_int8=quantization in INT8_AS_STORED)
+        dense = bundle.assemble(route, keep_int8=quantization in INT8_AS_STORED)
         save_engine(dense, target, quantization)
         done[key] = target
         size = sum(p.stat().st_size for p in target.iterdir() if p.is_file())
-        print(f"{src}-{tgt}: {target} ({size / 1e6:.1f} MB, {quantization})")
+        print(f"{route_key(route)}: {target} ({size / 1e6:.1f} MB, {quantization})")
 
 
 def fill_engine_cache(
@@ -274,11 +275,11 @@ def fill_engine_cache(
     from lsmt_bundle.engine_cache import EngineCache, engine_key, fill_entry
 
     cache = EngineCache(root, max_bytes)
-    for src, tgt in routes:
-        if engine_key(bundle, src, tgt, quantization) is None:
+    for route in routes:
+        if engine_key(bundle, route, quantization) is None:
             raise SystemExit("error: the bundle records no file digests: it cannot be cached")
-        _, was_there = fill_entry(cache, bundle, src, tgt, quantization)
-        print(f"{src}-{tgt}: {'already cached' if was_there else 'built'} in {root}")
+        _, was_there = fill_entry(cache, bundle, route, quantization)
+        print(f"{route_key(route)}: {'already cached' if was_there else 'built'} in {root}")
     print(f"engine cache {root}: {cache.size() / 1e6:.1f} MB (bound {max_bytes / 1e6:.0f} MB)")
 
 
@@ -368,9 +369,9 @@ def argos_main(argv: list[str]) -> int:
 
     try:
         bundle = load_bundle(args.bundle)
-        for src, tgt in parse_routes(args.routes) or bundle.routes:
-            path = write_argos_package(bundle, src, tgt, args.out, args.quantization)
-            print(f"{src}-{tgt}: {path} ({path.stat().st_size / 1e6:.1f} MB)")
+        for route in parse_routes(args.routes) or bundle.routes:
+            path = write_argos_package(bundle, route, args.out, args.quantization)
+            print(f"{route_key(route)}: {path} ({path.stat().st_size / 1e6:.1f} MB)")
     except (BundleError, ArgosExportError) as exc:
         raise SystemExit(f"error: {exc}") from exc
     return 0

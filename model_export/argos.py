@@ -29,6 +29,7 @@ from typing import Any
 from lsmt_bundle import Bundle
 from lsmt_bundle.ct2 import INT8_AS_STORED, build_spec, optimize_spec
 from lsmt_core.languages import language_name
+from lsmt_core.routes import Route, route_key
 from lsmt_core.tags import BOS_PIECE, EOS_PIECE, TagScheme, lang_tag
 
 ARGOS_VERSION = "1.9"  # the package format argostranslate 1.9-1.11 read
@@ -38,12 +39,12 @@ class ArgosExportError(ValueError):
     """A route that cannot be written as an Argos package."""
 
 
-def package_name(bundle: Bundle, src: str, tgt: str) -> str:
-    return f"{bundle.name}-{src}_{tgt}"
+def package_name(bundle: Bundle, route: Route) -> str:
+    return f"{bundle.name}-{route.src}_{route.tgt}"
 
 
 def write_argos_package(
-    bundle: Bundle, src: str, tgt: str, out_dir: Path, quantization: str = "int8"
+    bundle: Bundle, route: Route, out_dir: Path, quantization: str = "int8"
 ) -> Path:
     """Write ``<out_dir>/<bundle>-<src>_<tgt>.argosmodel``; returns its path."""
     if bundle.manifest.tag_scheme != TagScheme.TARGET_PREFIX:
@@ -54,17 +55,17 @@ def write_argos_package(
         )
     if bundle.manifest.architecture.decoder_kind != "transformer":
         raise ArgosExportError("a hybrid (LSTM-decoder) route has no CTranslate2 model")
-    bundle.check_route(src, tgt)
-    name = package_name(bundle, src, tgt)
+    bundle.check_route(route)
+    name = package_name(bundle, route)
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="lsmt-argos-") as tmp:
         root = Path(tmp) / name
         root.mkdir()
-        _write_model(bundle, src, tgt, root / "model", quantization)
+        _write_model(bundle, route, root / "model", quantization)
         shutil.copyfile(bundle.tokenizer_path, root / "sentencepiece.model")
-        (root / "metadata.json").write_text(json.dumps(metadata(bundle, src, tgt), indent=2))
-        (root / "README.md").write_text(_readme(bundle, src, tgt))
-        _write_sentencizer(root / "spacy", src)
+        (root / "metadata.json").write_text(json.dumps(metadata(bundle, route), indent=2))
+        (root / "README.md").write_text(_readme(bundle, route))
+        _write_sentencizer(root / "spacy", route.src)
         target = out_dir / f"{name}.argosmodel"
         with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
             for path in sorted(root.rglob("*")):
@@ -72,10 +73,10 @@ def write_argos_package(
     return target
 
 
-def _write_model(bundle: Bundle, src: str, tgt: str, out: Path, quantization: str) -> None:
+def _write_model(bundle: Bundle, route: Route, out: Path, quantization: str) -> None:
     """The route's CTranslate2 model, with the route's source tags in its config."""
-    spec = build_spec(bundle.assemble(src, tgt, keep_int8=quantization in INT8_AS_STORED))
-    spec.config.bos_token = lang_tag(tgt)
+    spec = build_spec(bundle.assemble(route, keep_int8=quantization in INT8_AS_STORED))
+    spec.config.bos_token = lang_tag(route.tgt)
     spec.config.add_source_bos = True
     spec.config.eos_token = EOS_PIECE
     spec.config.add_source_eos = True
@@ -85,7 +86,8 @@ def _write_model(bundle: Bundle, src: str, tgt: str, out: Path, quantization: st
     spec.save(str(out))
 
 
-def metadata(bundle: Bundle, src: str, tgt: str) -> dict[str, Any]:
+def metadata(bundle: Bundle, route: Route) -> dict[str, Any]:
+    src, tgt = route
     provenance = bundle.manifest.provenance
     summary = {k: provenance[k] for k in ("checkpoint", "step", "best_dev_chrf") if k in provenance}
     recipe = provenance.get("recipe", {})
@@ -100,17 +102,17 @@ def metadata(bundle: Bundle, src: str, tgt: str) -> dict[str, Any]:
         "to_name": language_name(tgt),
         "type": "translate",
         "links": [],
-        "license": _licence(provenance, (src, tgt)),
+        "license": _licence(provenance, route),
         "lsmt": {
             "bundle": bundle.name,
-            "route": f"{src}-{tgt}",
-            "modules": bundle.modules_for(src, tgt),
+            "route": route_key(route),
+            "modules": bundle.modules_for(route),
             "provenance": summary,  # the rest, corpus licences included: the bundle's manifest
         },
     }
 
 
-def _licence(provenance: dict[str, Any], langs: tuple[str, str]) -> str:
+def _licence(provenance: dict[str, Any], langs: Route) -> str:
     """The licences of the texts the model learnt the two languages from, as the bundle's
     provenance records them (its model card has the whole story)."""
     editions = provenance.get("corpus", {}).get("editions", {})
@@ -119,10 +121,10 @@ def _licence(provenance: dict[str, Any], langs: tuple[str, str]) -> str:
     return "; ".join(known) or "see the bundle's model card"
 
 
-def _readme(bundle: Bundle, src: str, tgt: str) -> str:
+def _readme(bundle: Bundle, route: Route) -> str:
     return (
-        f"# {bundle.name}: {language_name(src)} -> {language_name(tgt)}\n\n"
-        f"Route {src}-{tgt} of the LSMT bundle `{bundle.name}`, assembled into one "
+        f"# {bundle.name}: {language_name(route.src)} -> {language_name(route.tgt)}\n\n"
+        f"Route {route_key(route)} of the LSMT bundle `{bundle.name}`, assembled into one "
         "CTranslate2 model (int8). The model adds the route's tags to every source itself "
         "(its config.json: bos_token, add_source_bos, add_source_eos).\n\n"
         "Sentence splitting offline: set `ARGOS_CHUNK_TYPE=SPACY`; the package's `spacy/` "

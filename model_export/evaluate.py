@@ -28,6 +28,8 @@ from lsmt_bundle.ct2 import translate_pieces
 from lsmt_bundle.engines import load_engine
 from lsmt_core.routes import Route, route_key
 
+from .selection import parse_routes
+
 if TYPE_CHECKING:
     from training.tokenizer import Tokenizer
 
@@ -48,16 +50,15 @@ def translate_route(
     translator,
     tokenizer_of: Callable[[str], Tokenizer],
     texts: list[str],
-    src: str,
-    tgt: str,
+    route: Route,
     decoding: Decoding,
 ) -> list[str]:
     """``texts`` translated as the server does: written with the source language's tokenizer,
     read with the target's (a language added with its own has one: Bundle.tokenizer_path_of)."""
     limit = bundle.max_source_positions - 1
-    reader, writer = tokenizer_of(src), tokenizer_of(tgt)
+    reader, writer = tokenizer_of(route.src), tokenizer_of(route.tgt)
     sources = [  # an over-long verse is cut (the server refuses it instead)
-        bundle.source_pieces(reader.encode(reader.normalize(t, src)), src, tgt)[-limit:]
+        bundle.source_pieces(reader.encode(reader.normalize(t, route.src)), route)[-limit:]
         for t in texts
     ]
     results = translate_pieces(
@@ -94,21 +95,22 @@ def evaluate_bundle(
     engines: dict[str, Any] = {}
     engine_bytes: dict[str, int] = {}
     directions: dict[str, dict[str, Any]] = {}
-    for (src, tgt), rows in sorted(pairs.items()):
-        key = bundle.engine_key(src, tgt)
+    for route, rows in sorted(pairs.items()):
+        src, tgt = route
+        key = bundle.engine_key(route)
         if key not in engines:
             engines[key], engine_bytes[key] = load_engine(
-                bundle.assemble(src, tgt),
+                bundle.assemble(route),
                 compute_type=compute_type,
                 intra_threads=threads,
                 device=device,
             )
         t0 = time.perf_counter()
         srcs, refs = [s for s, _ in rows], [t for _, t in rows]
-        hyps = translate_route(bundle, engines[key], tokenizer_of, srcs, src, tgt, decoding)
+        hyps = translate_route(bundle, engines[key], tokenizer_of, srcs, route, decoding)
         res = score_direction(hyps, srcs, refs, tgt, time.perf_counter() - t0, lid)
         res["engine_bytes"] = engine_bytes[key]  # the route's weights as served
-        directions[route_key((src, tgt))] = res
+        directions[route_key(route)] = res
         print(
             f"{src}-{tgt}: chrF {res['chrf']:.1f} (copy {res['copy_chrf']:.1f}) "
             f"in {res['seconds']:.1f} s",
@@ -167,16 +169,14 @@ def main(argv: list[str] | None = None) -> int:
     from training.data.testsets import load_testset
 
     bundle = load_bundle(args.bundle)
-    wanted = bundle.routes
-    if args.routes:
-        wanted = [tuple(r.split("-", 1)) for r in args.routes.split(",")]
+    wanted = parse_routes(args.routes) or bundle.routes
     try:
         testset = load_testset(args.testset, args.data, wanted)
     except CorpusFormatError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     pairs = {r: testset[r][: args.max_sentences] for r in wanted if r in testset}
-    missing = [route_key((s, t)) for s, t in wanted if (s, t) not in testset]
+    missing = [route_key(r) for r in wanted if r not in testset]
     if missing:
         print(f"warning: no {args.testset} data for {', '.join(missing)}", file=sys.stderr)
     t0 = time.perf_counter()

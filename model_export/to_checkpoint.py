@@ -12,6 +12,7 @@ import torch
 
 from lsmt_bundle import BundleError, load_bundle
 from lsmt_core.manifest import VocabSlice
+from lsmt_core.routes import Route
 from training.checkpoint import tokenizer_reference
 from training.model import language_specific_name
 
@@ -32,9 +33,8 @@ def checkpoint_from_bundle(path: Path | str) -> dict[str, Any]:
     model_cfg = {**model_cfg, "language_decoders": list(manifest.language_decoders)}
     state: dict[str, torch.Tensor] = {}
     target_vocab: dict[str, list[int]] = {}
-    names = list(
-        dict.fromkeys(name for src in manifest.languages for name in bundle.modules_for(src, src))
-    )
+    both_sides = [Route(lang, lang) for lang in manifest.languages]  # a language's every module
+    names = list(dict.fromkeys(name for route in both_sides for name in bundle.modules_for(route)))
     for name in names:
         index = "shared" if name == "shared" else name.split("/")[0]
         lang = None if name == "shared" else name.split("/")[1]

@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from lsmt_core.routes import Route
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from loadtests.results import write_results
@@ -69,7 +71,7 @@ def references_as_outputs(served: ServedBundle, detector: LanguageDetector) -> d
     pairs = load_testset("ntrex", None, served.routes)
     flag_sets = []
     for (src, tgt), rows in sorted(pairs.items()):
-        sources = [served.encode(s, src, tgt) for s, _ in rows]
+        sources = [served.encode(s, Route(src, tgt)) for s, _ in rows]
         refs = [served.pieces(t, tgt) for _, t in rows]
         flag_sets += flags_of(served, detector, sources, refs, tgt)
     return {"sentences": len(flag_sets), **rates(flag_sets)}
@@ -82,11 +84,11 @@ def study_testset(
                                             for g in GUARDS}  # fmt: skip
     retry = {"flagged": 0, "cleared": 0, "chrf_before": [], "chrf_after": [], "refs": []}
     for (src, tgt), rows in sorted(pairs.items()):
-        rows = rows[:sentences]
-        key = served.engine_key(src, tgt)
+        route, rows = Route(src, tgt), rows[:sentences]
+        key = served.served_route(route).engine_key
         if key not in engines:
-            engines[key], _ = load_engine(served.bundle.assemble(src, tgt), intra_threads=2)
-        sources = [served.encode(s, src, tgt) for s, _ in rows]
+            engines[key], _ = load_engine(served.bundle.assemble(route), intra_threads=2)
+        sources = [served.encode(s, route) for s, _ in rows]
         refs = [t for _, t in rows]
         for name, penalty, no_repeat in GUARDS:
             outs = decode(served, engines[key], sources, beam_size=BEAM,

@@ -45,9 +45,8 @@ from dataclasses import dataclass, field
 
 from lsmt_bundle.contracts import Engine, TranslationResult
 from lsmt_bundle.ct2 import translate_pieces
-from lsmt_core.routes import Route
 
-from .bundles import ServedBundle
+from .bundles import ServedRoute
 from .engines import EngineRegistry, EngineUnavailable
 from .express import lane_translator
 from .metrics import Metrics
@@ -181,18 +180,16 @@ def select_sentences(
 class Batcher:
     def __init__(
         self,
-        served: ServedBundle,
-        route: Route,
+        served_route: ServedRoute,
         registry: EngineRegistry,
         settings: Settings,
         metrics: Metrics,
         executor: ThreadPoolExecutor,
         requests_in_flight: Callable[[], int] | None = None,
     ) -> None:
-        self.served = served
+        self.served_route = served_route
         self.requests_in_flight = requests_in_flight
-        self.route = route
-        self.key = served.engine_key(*route)
+        self.key = served_route.engine_key
         self.registry = registry
         self.settings = settings
         self.metrics = metrics
@@ -370,7 +367,7 @@ class Batcher:
         self, lane: str, items: list[tuple[Job, int]], opts: DecodeOptions, tokens: int, n_jobs: int
     ) -> list[TranslationResult]:
         loop = asyncio.get_running_loop()
-        engine = await self.registry.acquire(self.served, self.route)
+        engine = await self.registry.acquire(self.served_route)
         try:
             sources = [job.sources[i] for job, i in items]
             t0 = time.perf_counter()
@@ -380,7 +377,7 @@ class Batcher:
                 lane_translator(engine.resident(), express=lane == "express"),
                 sources,
                 opts,
-                self.served.max_source_positions,
+                self.served_route.served.max_source_positions,
             )
         finally:
             self.registry.release(engine)

@@ -2,12 +2,15 @@
 
 Wraps an LSMT bundle (``lsmt_bundle.Bundle``) or a ready model (an Argos package or a
 CTranslate2 model folder, ``lsmt_bundle.packages.ModelPackage``): both answer the same
-questions, so the rest of the server serves their routes alike.
+questions, so the rest of the server serves their routes alike. Each route's engine key is
+computed once, when the bundle is opened; a :class:`ServedRoute` carries it from the sentence
+to the batcher and the engine registry.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import sentencepiece as spm
@@ -18,7 +21,7 @@ from lsmt_core.routes import Route
 from lsmt_core.tags import QUALITY_TAGS, lang_tag
 from lsmt_core.text import normalize_text
 
-__all__ = ["ServedBundle", "language_name", "load_served_bundle"]
+__all__ = ["ServedBundle", "ServedRoute", "language_name", "load_served_bundle"]
 
 
 class ServedBundle:
@@ -42,22 +45,23 @@ class ServedBundle:
         self.max_source_positions = bundle.max_source_positions
         self._tags = {lang_tag(lang) for lang in LANGUAGE_EDITIONS} | set(QUALITY_TAGS)
         # Engine keys are global across bundles: "<bundle>:<modules>".
-        self._keys = {r: bundle.engine_key(*r) for r in self.routes}
+        self._served_routes = {r: ServedRoute(self, r, bundle.engine_key(r)) for r in self.routes}
 
-    def engine_key(self, src: str, tgt: str) -> str:
-        return self._keys[Route(src, tgt)]
+    def served_route(self, route: Route) -> ServedRoute:
+        """The route with its engine key (KeyError: a route the bundle does not offer)."""
+        return self._served_routes[route]
 
     def routes_of_key(self, key: str) -> list[Route]:
-        return [r for r, k in self._keys.items() if k == key]
+        return [r for r, s in self._served_routes.items() if s.engine_key == key]
 
     def route_bytes(self, route: Route) -> int:
         """Bytes of the module files the route's engine is assembled from (0 for files the
         manifest does not record)."""
-        return self.bundle.route_bytes(*route)
+        return self.bundle.route_bytes(route)
 
     @property
     def engine_keys(self) -> list[str]:
-        return list(dict.fromkeys(self._keys.values()))
+        return list(dict.fromkeys(s.engine_key for s in self._served_routes.values()))
 
     def sources_for(self, tgt: str) -> list[str]:
         return [s for s, t in self.routes if t == tgt]
@@ -77,9 +81,9 @@ class ServedBundle:
         )
         return pieces
 
-    def encode(self, sentence: str, src: str, tgt: str) -> list[str]:
+    def encode(self, sentence: str, route: Route) -> list[str]:
         """The engine's source: the pieces with the route's tags."""
-        return list(self.bundle.source_pieces(self.pieces(sentence, src), src, tgt))
+        return list(self.bundle.source_pieces(self.pieces(sentence, route.src), route))
 
     def untagged(self, pieces: list[str]) -> list[str]:
         """Pieces without language and quality tags."""
@@ -90,6 +94,16 @@ class ServedBundle:
         pieces <0x..> stay."""
         text: str = self.tokenizer(lang).decode_pieces(self.untagged(pieces))
         return text
+
+
+@dataclass(frozen=True)
+class ServedRoute:
+    """A route of a served bundle and the key of the engine that translates it: what a
+    sentence is decoded by, from the plan to the batcher and the engine registry."""
+
+    served: ServedBundle
+    route: Route
+    engine_key: str
 
 
 def load_served_bundle(path: Path) -> ServedBundle:

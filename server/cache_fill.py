@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from lsmt_bundle.bundle import Bundle
-from lsmt_core.routes import Route
+from lsmt_core.routes import Route, route_key
 
 from .engines import engine_cache
 from .express import PER_THREAD_NICE, lower_this_thread
@@ -63,14 +63,14 @@ async def _after(previous: asyncio.Task[None] | None, st: AppState) -> None:
 
 
 def _fill(
-    cache: EngineCache, bundle: Bundle, src: str, tgt: str, quantization: str | None
+    cache: EngineCache, bundle: Bundle, route: Route, quantization: str | None
 ) -> tuple[bool, int]:
     """The route's engine into the cache (in the fill's thread): whether it was there, and
     its entry's bytes."""
     from lsmt_bundle.engine_cache import fill_entry
     from lsmt_bundle.engines import return_freed_memory
 
-    entry, present = fill_entry(cache, bundle, src, tgt, quantization)
+    entry, present = fill_entry(cache, bundle, route, quantization)
     if not present:
         return_freed_memory()  # what the assembly freed, back to the system
     return present, sum(f.stat().st_size for f in entry.iterdir() if f.is_file())
@@ -80,7 +80,7 @@ def _cache_keys(bundle: Bundle, routes: list[Route], quantization: str | None) -
     """Each route's engine-cache key (None: the bundle records no digests)."""
     from lsmt_bundle.engine_cache import engine_key
 
-    return [engine_key(bundle, src, tgt, quantization) for src, tgt in routes]
+    return [engine_key(bundle, route, quantization) for route in routes]
 
 
 def _bytes(cache: EngineCache) -> int:
@@ -116,7 +116,7 @@ async def fill_engine_cache(st: AppState) -> dict[str, int]:
             keys = await loop.run_in_executor(
                 pool, _cache_keys, bundle, served.routes, quantization
             )
-            for (src, tgt), key in zip(served.routes, keys, strict=True):
+            for route, key in zip(served.routes, keys, strict=True):
                 if key is None:  # no digests recorded: nothing of this bundle is cacheable
                     log.info("engine cache fill passes over bundle %s (no digests)", served.name)
                     break
@@ -130,14 +130,16 @@ async def fill_engine_cache(st: AppState) -> dict[str, int]:
                     return counts
                 try:
                     present, entry_bytes = await loop.run_in_executor(
-                        pool, _fill, cache, bundle, src, tgt, quantization
+                        pool, _fill, cache, bundle, route, quantization
                     )
                 except OSError as exc:
                     cache.skipped(exc)  # warned and counted there
                     log.warning("engine cache fill stopped: %s", exc)
                     return counts
                 except Exception:
-                    log.exception("engine cache fill: %s-%s (%s) failed", src, tgt, served.name)
+                    log.exception(
+                        "engine cache fill: %s (%s) failed", route_key(route), served.name
+                    )
                     outcome = "failed"
                 else:
                     outcome = "present" if present else "built"

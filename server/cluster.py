@@ -35,11 +35,9 @@ from ray import serve
 from ray.exceptions import ActorUnavailableError, RayActorError
 from ray.serve.handle import DeploymentHandle
 
-from lsmt_core.routes import Route
-
 from .app import create_app
 from .batching import DecodeOptions, Hypothesis, QueueFull, ShuttingDown
-from .bundles import ServedBundle, open_bundle_dirs
+from .bundles import ServedBundle, ServedRoute, open_bundle_dirs
 from .cluster_metrics import MetricsHub, merge_expositions, report_forever
 from .decoders import SERVED_BY, LocalDecoders
 from .engines import EngineRegistry, EngineUnavailable, default_loader
@@ -90,13 +88,12 @@ def make_settings(overrides: dict[str, Any] | None = None) -> Settings:
     return Settings(**(overrides or {}))
 
 
-def largest_route(bundles: list[ServedBundle]) -> tuple[ServedBundle, Route] | None:
+def largest_route(bundles: list[ServedBundle]) -> ServedRoute | None:
     """The route with the most module bytes: its engine is what a budget is counted in."""
-    routes = [(b.route_bytes(r), b, r) for b in bundles for r in b.routes]
+    routes = [(b.route_bytes(r), b.served_route(r)) for b in bundles for r in b.routes]
     if not routes:
         return None
-    _, served, route = max(routes, key=lambda x: x[0])
-    return served, route
+    return max(routes, key=lambda sized: sized[0])[1]
 
 
 def largest_engine_bytes(served: ServedBundle, settings: Settings) -> int:
@@ -104,7 +101,7 @@ def largest_engine_bytes(served: ServedBundle, settings: Settings) -> int:
     for sizing budgets before deploying (a replica measures it on its own at start)."""
     found = largest_route([served])
     assert found is not None, "a bundle has routes"
-    translator, nbytes = default_loader(served.bundle, *found[1], settings)
+    translator, nbytes = default_loader(served.bundle, found.route, settings)
     translator.unload_model()
     return int(nbytes)
 
@@ -167,17 +164,16 @@ class Translator:
         found = largest_route(self.bundles)
         if found is None:
             return 0
-        served, route = found
         try:
-            engine = await self.registry.acquire(served, route)
+            engine = await self.registry.acquire(found)
         except EngineUnavailable as exc:
             log.warning("sizing engine %s did not load: %s", exc.key, exc.reason)
-            return served.route_bytes(route)
+            return found.served.route_bytes(found.route)
         self.registry.release(engine)
         return engine.nbytes
 
-    def _find(self, key: str) -> tuple[ServedBundle, Route]:
-        """The bundle and a route of ``key``. A key not known yet re-opens the bundles once:
+    def _find(self, key: str) -> ServedRoute:
+        """A route of ``key``, with its bundle. A key not known yet re-opens the bundles once:
         languages added to a bundle (``POST /v1/admin/reload`` on the ingress) reach the
         replicas on their first request."""
         for reopen in (False, True):
@@ -186,7 +182,7 @@ class Translator:
             for b in self.bundles:
                 routes = b.routes_of_key(key)
                 if routes:
-                    return b, routes[0]
+                    return b.served_route(routes[0])
         raise EngineUnavailable(key, "no bundle of this replica has this engine key", 60.0)
 
     def _open_bundles(self) -> list[ServedBundle]:
@@ -197,10 +193,10 @@ class Translator:
 
     async def _hold(self, key: str) -> HeldEngine:
         """Serve's loader for ``key``: the engine loaded in the registry (single-flight)."""
-        served, route = self._find(key)
-        engine = await self.registry.acquire(served, route)
+        served_route = self._find(key)
+        engine = await self.registry.acquire(served_route)
         self.registry.release(engine)
-        return HeldEngine(self.registry, served, route)
+        return HeldEngine(self.registry, served_route)
 
     async def __call__(self, request: DecodeRequest) -> DecodeReply:
         # Multiplexed: Serve routed the key here and keeps it; key-blind (the benchmark's
@@ -209,11 +205,11 @@ class Translator:
         key = multiplexed or request.key
         self.in_flight += 1
         try:
-            served, route = self._find(key)
+            served_route = self._find(key)
             if multiplexed:
                 await self.engine(key)
             hypotheses = await self.decoders.decode(
-                served, route, request.sources, request.options, request.client
+                served_route, request.sources, request.options, request.client
             )
             return DecodeReply(self.replica, hypotheses)
         except QueueFull:
@@ -245,9 +241,9 @@ class HeldEngine:
     ``__del__`` (an instance attribute, so garbage collection never calls it), which drains
     and drops the engine: Serve's view of the replica's keys and the registry's stay one."""
 
-    def __init__(self, registry: EngineRegistry, served: ServedBundle, route: Route) -> None:
+    def __init__(self, registry: EngineRegistry, served_route: ServedRoute) -> None:
         async def retire() -> None:
-            await registry.retire(served, route)
+            await registry.retire(served_route)
 
         self.__del__ = retire
 
@@ -261,21 +257,20 @@ class ClusterDecoders:
         self.translator = translator
         self.multiplex = multiplex
 
-    def check(self, served: ServedBundle, route: Route) -> None:
+    def check(self, served_route: ServedRoute) -> None:
         """Engine failures are the replicas' to know: a failed key answers 503 from there."""
 
-    def is_full(self, served: ServedBundle, route: Route) -> bool:
+    def is_full(self, served_route: ServedRoute) -> bool:
         return False  # each replica's queue refuses for itself (``queue_full``)
 
     async def decode(
         self,
-        served: ServedBundle,
-        route: Route,
+        served_route: ServedRoute,
         sources: list[list[str]],
         options: DecodeOptions,
         client: str,
     ) -> list[list[Hypothesis]]:
-        key = served.engine_key(*route)
+        key = served_route.engine_key
         request = DecodeRequest(key, sources, options, client)
         handle = self.translator
         if self.multiplex:

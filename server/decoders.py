@@ -15,10 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
 from typing import Protocol
 
-from lsmt_core.routes import Route
-
 from .batching import Batcher, DecodeOptions, Hypothesis
-from .bundles import ServedBundle
+from .bundles import ServedRoute
 from .engines import EngineRegistry
 from .metrics import Metrics
 from .settings import Settings
@@ -30,20 +28,20 @@ SERVED_BY: ContextVar[set[str] | None] = ContextVar("lsmt_served_by", default=No
 
 
 class Decoders(Protocol):
-    """Decoding on the engine of ``served`` for ``route``. ``decode`` raises the batching
-    failures (``QueueFull``, ``EngineUnavailable``, ``ShuttingDown``) as they are; when it is
-    cancelled, the sentences still queued are dropped."""
+    """Decoding on the engine of a served route (``ServedRoute``: its bundle, route and
+    engine key). ``decode`` raises the batching failures (``QueueFull``, ``EngineUnavailable``,
+    ``ShuttingDown``) as they are; when it is cancelled, the sentences still queued are
+    dropped."""
 
-    def check(self, served: ServedBundle, route: Route) -> None:
+    def check(self, served_route: ServedRoute) -> None:
         """Raise ``EngineUnavailable`` at once when the route's engine is known to be down."""
 
-    def is_full(self, served: ServedBundle, route: Route) -> bool:
+    def is_full(self, served_route: ServedRoute) -> bool:
         """Whether a new request for the route would be refused (queue full)."""
 
     async def decode(
         self,
-        served: ServedBundle,
-        route: Route,
+        served_route: ServedRoute,
         sources: list[list[str]],
         options: DecodeOptions,
         client: str,
@@ -72,13 +70,12 @@ class LocalDecoders:
         self.requests_in_flight = requests_in_flight
         self.batchers: dict[str, Batcher] = {}
 
-    def batcher(self, served: ServedBundle, route: Route) -> Batcher:
-        key = served.engine_key(*route)
+    def batcher(self, served_route: ServedRoute) -> Batcher:
+        key = served_route.engine_key
         b = self.batchers.get(key)
         if b is None:
             b = self.batchers[key] = Batcher(
-                served,
-                route,
+                served_route,
                 self.registry,
                 self.settings,
                 self.metrics,
@@ -87,21 +84,20 @@ class LocalDecoders:
             )
         return b
 
-    def check(self, served: ServedBundle, route: Route) -> None:
-        self.registry.check(served, route)
+    def check(self, served_route: ServedRoute) -> None:
+        self.registry.check(served_route)
 
-    def is_full(self, served: ServedBundle, route: Route) -> bool:
-        return self.batcher(served, route).is_full()
+    def is_full(self, served_route: ServedRoute) -> bool:
+        return self.batcher(served_route).is_full()
 
     async def decode(
         self,
-        served: ServedBundle,
-        route: Route,
+        served_route: ServedRoute,
         sources: list[list[str]],
         options: DecodeOptions,
         client: str,
     ) -> list[list[Hypothesis]]:
-        job = self.batcher(served, route).submit(sources, options, client)
+        job = self.batcher(served_route).submit(sources, options, client)
         try:
             hypotheses = await job.future
         except BaseException:
@@ -123,19 +119,19 @@ class LocalDecoders:
 
 async def decode_all(
     decoders: Decoders,
-    groups: list[tuple[ServedBundle, Route, list[list[str]]]],
+    groups: list[tuple[ServedRoute, list[list[str]]]],
     options: DecodeOptions,
     client: str,
     timeout: float,
 ) -> list[list[list[Hypothesis]]]:
-    """Decode each (bundle, route, sources) group at once, one call per engine; the first
+    """Decode each (served route, sources) group at once, one call per engine; the first
     failure is raised and the other groups cancelled, and ``TimeoutError`` after
     ``timeout`` seconds (everything cancelled too). The request's ``queue`` and ``decode``
     stages grow by the longest of the groups'."""
     with concurrent_stages():
         tasks = [
-            asyncio.ensure_future(decoders.decode(served, route, sources, options, client))
-            for served, route, sources in groups
+            asyncio.ensure_future(decoders.decode(served_route, sources, options, client))
+            for served_route, sources in groups
         ]
         try:
             done, pending = await asyncio.wait(

@@ -41,7 +41,7 @@ from typing import Any
 from lsmt_bundle.packages import ModelPackage, ServedModel
 from lsmt_core.routes import Route, route_key
 
-from .bundles import ServedBundle
+from .bundles import ServedBundle, ServedRoute
 from .express import RouteEngine, open_lanes
 from .metrics import Metrics
 from .schemas import EngineInfo
@@ -49,8 +49,8 @@ from .settings import Settings
 
 log = logging.getLogger("server.engines")
 
-# loader(bundle, src, tgt, settings) -> (translator, nbytes)
-Loader = Callable[[ServedModel, str, str, Settings], tuple[RouteEngine, int]]
+# loader(bundle, route, settings) -> (translator, nbytes)
+Loader = Callable[[ServedModel, Route, Settings], tuple[RouteEngine, int]]
 
 # How long eviction waits for an engine's runtime to count its last batch done (module doc):
 # the count lags by a thread switch, so this is only reached by a batch that really runs on.
@@ -69,7 +69,7 @@ def wait_until_idle(translator: RouteEngine, timeout: float = SETTLE_S) -> bool:
 
 
 def default_loader(
-    bundle: ServedModel, src: str, tgt: str, settings: Settings
+    bundle: ServedModel, route: Route, settings: Settings
 ) -> tuple[RouteEngine, int]:
     """The route's engine (a CTranslate2 translator, or a hybrid engine for an LSTM-decoder
     bundle): from the engine cache when it holds it, else assembled (numpy), built, and
@@ -92,7 +92,7 @@ def default_loader(
         return bundle.open_engine(opener, **options)
     quantization = saved_quantization(settings.resolved_compute_type)
     cache = engine_cache(settings)
-    return load_route_engine(cache, bundle, src, tgt, quantization, opener=opener, **options)
+    return load_route_engine(cache, bundle, route, quantization, opener=opener, **options)
 
 
 @functools.cache
@@ -214,26 +214,26 @@ class EngineRegistry:
             for e in self.engines.values():
                 m.engine_resident.labels(e.key, tier).set(1 if e.state == state else 0)
 
-    def _engine(self, served: ServedBundle, route: Route) -> EngineSlot:
-        key = served.engine_key(*route)
+    def _engine(self, served_route: ServedRoute) -> EngineSlot:
+        key = served_route.engine_key
         e = self.engines.get(key)
         if e is None:
-            e = self.engines[key] = EngineSlot(key=key, served=served, route=route)
+            e = self.engines[key] = EngineSlot(key, served_route.served, served_route.route)
         return e
 
     # Public API ------------------------------------------------------------------------
 
-    def check(self, served: ServedBundle, route: Route) -> None:
+    def check(self, served_route: ServedRoute) -> None:
         """Raise EngineUnavailable at once when the key failed and its retry is not due."""
-        e = self.engines.get(served.engine_key(*route))
+        e = self.engines.get(served_route.engine_key)
         if e is not None and e.state == State.FAILED:
             wait = e.retry_at - time.monotonic()
             if wait > 0:
                 raise EngineUnavailable(e.key, e.error or "load failed", wait)
 
-    async def acquire(self, served: ServedBundle, route: Route) -> EngineSlot:
-        """The loaded engine for ``route``, with its reference count raised (call release)."""
-        e = self._engine(served, route)
+    async def acquire(self, served_route: ServedRoute) -> EngineSlot:
+        """The loaded engine of the route, with its reference count raised (call release)."""
+        e = self._engine(served_route)
         e.waiters += 1
         try:
             while True:
@@ -265,11 +265,11 @@ class EngineRegistry:
             e.waiters -= 1
             self._notify()
 
-    async def retire(self, served: ServedBundle, route: Route) -> None:
+    async def retire(self, served_route: ServedRoute) -> None:
         """Evict the route's engine once no batch uses it; it takes no new batches meanwhile
         (a batch that waits for it loads it again after). The cluster's multiplexer evicting
         a key (``server.cluster``)."""
-        e = self.engines.get(served.engine_key(*route))
+        e = self.engines.get(served_route.engine_key)
         if e is None:
             return
         try:
@@ -425,7 +425,7 @@ class EngineRegistry:
             await loop.run_in_executor(self._executor, e.translator.load_model)
             return e.translator, e.nbytes
         return await loop.run_in_executor(
-            self._executor, self.loader, e.served.bundle, *e.route, self.settings
+            self._executor, self.loader, e.served.bundle, e.route, self.settings
         )
 
     def _load_postponed(

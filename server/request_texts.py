@@ -118,4 +118,5 @@ async def translate_html(
     return TextResult(
         text, source, confidence, engine=translated.engine, warnings=warnings,
         pivot=translated.pivot, pivot_engine=translated.pivot_engine,
+        model=translated.model, pivot_model=translated.pivot_model,
     )  # fmt: skip

@@ -18,7 +18,7 @@ from lsmt_core.routes import Route, route_key
 
 from . import timing
 from .batching import DecodeOptions, Hypothesis, QueueFull, ShuttingDown
-from .bundles import ServedBundle, language_name
+from .bundles import ServedBundle, ServedRoute, language_name
 from .decoders import Decoders, decode_all
 from .engines import EngineUnavailable
 from .failures import Busy, InvalidRequest, TimedOut, TooLarge, Unavailable, shutting_down
@@ -54,23 +54,25 @@ class TextResult:
     warnings: list[Flag] = field(default_factory=list)  # server.output_checks.FLAGS
     pivot: str | None = None  # the language it went through (no direct route)
     pivot_engine: str | None = None  # the first leg's engine, into ``pivot``
+    model: str | None = None  # the bundle of ``engine``
+    pivot_model: str | None = None  # the bundle of ``pivot_engine``
 
 
 @dataclass
 class TextPlan:
     """One text, prepared: its source language (given, or detected with ``confidence``,
     ``uncertain`` when the identifier was not sure) and, unless it is already in the target
-    language (``served`` None), its bundle, lines and tokenized sentences, translated into
-    ``target``: the request's, or the ``pivot`` language where no route goes there directly
-    (the second leg, pivot -> request's target, follows)."""
+    language (``served_route`` None), its lines and tokenized sentences and the served route
+    (bundle, route, engine key) that translates them: into the request's target, or into the
+    ``pivot`` language where no route goes there directly (the second leg, pivot -> request's
+    target, follows)."""
 
     source: str
     confidence: float | None
     uncertain: bool = False
-    served: ServedBundle | None = None
+    served_route: ServedRoute | None = None
     lines: list[Line] | None = None
     pieces: list[list[str]] | None = None
-    target: str = ""
     pivot: str | None = None
 
 
@@ -91,12 +93,12 @@ class Call:
 
 @dataclass(frozen=True)
 class Sentence:
-    """One sentence to translate: its (text, sentence) index in the request, the bundle and
-    route that translate it, its tagged source pieces."""
+    """One sentence to translate: its (text, sentence) index in the request, the served route
+    that translates it (its engine key computed once, with the plan), its tagged source
+    pieces."""
 
     index: tuple[int, int]
-    served: ServedBundle
-    route: Route
+    served_route: ServedRoute
     pieces: list[str]
 
 
@@ -175,11 +177,14 @@ class TranslationService:
                     self._detector = LanguageDetector()
         return self._detector
 
-    def bundle_for(self, src: str, tgt: str, model: str | None) -> ServedBundle:
+    def bundle_for(self, route: Route, model: str | None) -> ServedBundle:
         for b in self._candidates(model):
-            if (src, tgt) in b.route_set:
+            if route in b.route_set:
                 return b
-        raise self._unsupported_route(src, tgt, model)
+        raise self._unsupported_route(route.src, route.tgt, model)
+
+    def _served_route(self, route: Route, model: str | None) -> ServedRoute:
+        return self.bundle_for(route, model).served_route(route)
 
     def _candidates(self, model: str | None) -> list[ServedBundle]:
         if model is None:
@@ -242,7 +247,7 @@ class TranslationService:
             if not self._sources_into(target, model):
                 raise self._unsupported_route(AUTO, target, model)
         elif self.pivot_for(source, target, model) is None:
-            self.bundle_for(source, target, model)
+            self.bundle_for(Route(source, target), model)
 
     # Detection -----------------------------------------------------------------------------
 
@@ -324,8 +329,7 @@ class TranslationService:
         target, opts, model, deadline = call.target, call.opts, call.model, call.deadline
         if source != AUTO:  # a full queue is refused before the expensive preparation
             leg = self.pivot_for(source, target, model) or target
-            served = self.bundle_for(source, leg, model)
-            if self.decoders.is_full(served, Route(source, leg)):
+            if self.decoders.is_full(self._served_route(Route(source, leg), model)):
                 raise self._queue_full()
         plans = await self._prepare(texts, source, target, model, deadline)
         decode = DecodeOptions(
@@ -363,6 +367,7 @@ class TranslationService:
                     warnings=ordered(set(first.warnings) | set(s.warnings)),
                     pivot=pivot,
                     pivot_engine=first.pivot_engine,
+                    pivot_model=first.pivot_model,
                 )
         return out
 
@@ -415,10 +420,10 @@ class TranslationService:
                 plans.append(TextPlan(src, conf, uncertain))
                 continue
             pivot = self.pivot_for(src, target, model)
-            leg = pivot or target
-            served = self.bundle_for(src, leg, model)
+            served_route = self._served_route(Route(src, pivot or target), model)
+            served = served_route.served
             lines = split_text(text, src)
-            pieces = [served.encode(s, src, leg) for s in sentences_of(lines)]
+            pieces = [served.encode(s, served_route.route) for s in sentences_of(lines)]
             for j, p in enumerate(pieces):
                 if len(p) > served.max_source_positions:
                     raise TooLarge(
@@ -428,15 +433,15 @@ class TranslationService:
                         index=i,
                         limit_tokens=served.max_source_positions,
                     )
-            plans.append(TextPlan(src, conf, uncertain, served, lines, pieces, leg, pivot))
+            plans.append(TextPlan(src, conf, uncertain, served_route, lines, pieces, pivot))
         return plans
 
     @staticmethod
     def _sentences(plans: list[TextPlan]) -> list[Sentence]:
         return [
-            Sentence((i, j), plan.served, Route(plan.source, plan.target), pieces)
+            Sentence((i, j), plan.served_route, pieces)
             for i, plan in enumerate(plans)
-            if plan.served is not None
+            if plan.served_route is not None
             for j, pieces in enumerate(plan.pieces or [])
         ]
 
@@ -472,26 +477,26 @@ class TranslationService:
         (CancelledError) included, the queued sentences are dropped, not translated for
         nobody, and the failure raised as is (QueueFull, TimeoutError past ``deadline``,
         EngineUnavailable, ShuttingDown)."""
-        groups: dict[str, tuple[ServedBundle, Route, list[Sentence]]] = {}
+        groups: dict[str, tuple[ServedRoute, list[Sentence]]] = {}
         for sentence in sentences:
-            self.decoders.check(sentence.served, sentence.route)  # a failed key: 503 at once
-            key = sentence.served.engine_key(*sentence.route)
-            groups.setdefault(key, (sentence.served, sentence.route, []))[2].append(sentence)
+            served_route = sentence.served_route
+            self.decoders.check(served_route)  # a failed key: 503 at once
+            groups.setdefault(served_route.engine_key, (served_route, []))[1].append(sentence)
         if not groups:
             return {}
-        calls = [(served, route, [m.pieces for m in ms]) for served, route, ms in groups.values()]
+        calls = [(served_route, [m.pieces for m in ms]) for served_route, ms in groups.values()]
         results = await decode_all(
             self.decoders, calls, decode, client, deadline - time.monotonic()
         )
         hypotheses: SentenceHypotheses = {}
-        for (_, _, members), found in zip(groups.values(), results, strict=True):
+        for (_, members), found in zip(groups.values(), results, strict=True):
             hypotheses.update(zip([m.index for m in members], found, strict=True))
         return hypotheses
 
     # Output checks ---------------------------------------------------------------------------
 
     def _flags(self, sentence: Sentence, best: Hypothesis) -> set[Flag]:
-        served, target = sentence.served, sentence.route.tgt
+        served, target = sentence.served_route.served, sentence.served_route.route.tgt
         return sentence_flags(
             served.untagged(sentence.pieces),
             served.untagged(best.pieces),
@@ -585,13 +590,13 @@ class TranslationService:
             text_flags: set[Flag] = {"uncertain_language"} if plan.uncertain else set()
             if plan.uncertain:
                 self.metrics.output_flags.labels("uncertain_language").inc()
-            served, lines = plan.served, plan.lines
-            if served is None or lines is None or plan.pieces is None:
+            served_route, lines = plan.served_route, plan.lines
+            if served_route is None or lines is None or plan.pieces is None:
                 out.append(
                     TextResult(texts[i], plan.source, plan.confidence, warnings=ordered(text_flags))
                 )
                 continue
-            target = plan.target
+            served, target = served_route.served, served_route.route.tgt
             per_sentence = [hypotheses[(i, j)] for j in range(len(plan.pieces))]
             for j in range(len(plan.pieces)):
                 text_flags |= flags.get((i, j), set())
@@ -606,7 +611,7 @@ class TranslationService:
                     (join_text(lines, sents, target), sum(scores) / max(len(scores), 1))
                 )
             best, score = variants[0]
-            engine = served.engine_key(plan.source, target)
+            engine = served_route.engine_key
             result = TextResult(
                 best,
                 plan.source,
@@ -615,9 +620,13 @@ class TranslationService:
                 [Alternative(t, s) for t, s in variants[1:]],
                 engine,
                 ordered(text_flags),
+                model=served.name,
             )
             if plan.pivot is not None:
-                result = replace(result, engine=None, pivot=plan.pivot, pivot_engine=engine)
+                result = replace(
+                    result, engine=None, model=None,
+                    pivot=plan.pivot, pivot_engine=engine, pivot_model=served.name,
+                )  # fmt: skip
                 self.metrics.pivoted_sentences.labels(plan.pivot).inc(len(plan.pieces))
             out.append(result)
         seconds = time.perf_counter() - t1

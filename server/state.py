@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lsmt_core.routes import Route, route_key
+from lsmt_core.routes import parse_route, route_key
 
-from .bundles import ServedBundle, open_bundle_dirs
+from .bundles import ServedBundle, ServedRoute, open_bundle_dirs
 from .engines import EngineRegistry, engine_cache
 from .failures import ServiceError
 from .keys import KeyStore, anonymous_limits
@@ -40,7 +40,7 @@ class AppState:
     registry: EngineRegistry | None = None
     service: TranslationService | None = None
     executor: ThreadPoolExecutor | None = None
-    warmup_routes: list[tuple[ServedBundle, Route]] = field(default_factory=list)
+    warmup_routes: list[ServedRoute] = field(default_factory=list)
     warmup_done: bool = False
     warmup_errors: dict[str, str] = field(default_factory=dict)
     warmup_task: asyncio.Task[None] | None = None
@@ -108,7 +108,7 @@ def damaged_files(st: AppState) -> dict[str, dict[str, str]]:
     return out
 
 
-def warmup_plan(st: AppState) -> list[tuple[ServedBundle, Route]]:
+def warmup_plan(st: AppState) -> list[ServedRoute]:
     """The routes to warm up: ``warmup_routes`` (none: the first route of each LSMT bundle, or
     of the first ready model when only packages are served: a folder of fifty packages would
     otherwise load fifty engines before the server is ready; ``all``: every route); a wanted
@@ -116,18 +116,21 @@ def warmup_plan(st: AppState) -> list[tuple[ServedBundle, Route]]:
     wanted = st.settings.warmup_routes
     if wanted is None:
         firsts = [b for b in st.bundles if b.kind == "lsmt"] or st.bundles[:1]
-        return [(b, b.routes[0]) for b in firsts if b.routes]
+        return [b.served_route(b.routes[0]) for b in firsts if b.routes]
     plan = []
     if [w.lower() for w in wanted] == ["all"]:
-        return [(b, r) for b in st.bundles for r in b.routes]
-    for w in wanted:
-        src, _, tgt = w.partition("-")
-        for b in st.bundles:
-            if (src, tgt) in b.route_set:
-                plan.append((b, Route(src, tgt)))
-                break
+        return [b.served_route(r) for b in st.bundles for r in b.routes]
+    for name in wanted:
+        try:
+            route = parse_route(name)
+        except ValueError as exc:  # a setting's own words: recorded like a route not served
+            st.warmup_errors[name] = str(exc)
+            continue
+        served = next((b for b in st.bundles if route in b.route_set), None)
+        if served is None:
+            st.warmup_errors[name] = "no bundle serves this route"
         else:
-            st.warmup_errors[w] = "no bundle serves this route"
+            plan.append(served.served_route(route))
     return plan
 
 
@@ -139,16 +142,18 @@ async def warm_up(st: AppState) -> None:
     svc = st.service
     assert svc is not None
     opts = svc.validate_options(1, 0, 16)
-    by_engine: dict[tuple[str, str], list[Route]] = {}
-    for b, route in st.warmup_routes:
-        by_engine.setdefault((b.name, b.engine_key(*route)), []).append(route)
+    by_engine: dict[str, list[ServedRoute]] = {}
+    for served_route in st.warmup_routes:
+        by_engine.setdefault(served_route.engine_key, []).append(served_route)
     slots = asyncio.Semaphore(st.settings.load_workers)
 
-    async def warm(model: str, routes: list[Route]) -> None:
-        names = [route_key(r) for r in routes]
+    async def warm(sharing: list[ServedRoute]) -> None:
+        """One text on the engine the routes of ``sharing`` share."""
+        names = [route_key(s.route) for s in sharing]
+        (src, tgt), model = sharing[0].route, sharing[0].served.name
         async with slots:
             try:
-                await svc.translate([WARMUP_TEXT], *routes[0], opts, model=model)
+                await svc.translate([WARMUP_TEXT], src, tgt, opts, model=model)
                 log.info("warm-up %s (%s) done", ", ".join(names), model)
                 return
             except ServiceError as exc:
@@ -161,7 +166,7 @@ async def warm_up(st: AppState) -> None:
 
     await asyncio.gather(
         asyncio.to_thread(lambda: svc.detector),  # the language-ID model, off the loop
-        *(warm(model, routes) for (model, _), routes in by_engine.items()),
+        *(warm(sharing) for sharing in by_engine.values()),
     )
     st.warmup_done = True
 

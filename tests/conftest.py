@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from lsmt_core.routes import Route
 from tests.tiny import make_toy_corpus, make_toy_tokenizer
 
 
@@ -220,6 +221,6 @@ def argos_zips(tmp_path_factory) -> Path:
 
     bundle = load_bundle(Path(__file__).resolve().parents[1] / "models" / "default")
     out = tmp_path_factory.mktemp("argos-zips")
-    for src, tgt in (("en", "fr"), ("fr", "en")):
-        write_argos_package(bundle, src, tgt, out)
+    for route in (Route("en", "fr"), Route("fr", "en")):
+        write_argos_package(bundle, route, out)
     return out

@@ -39,7 +39,8 @@ def variant_trainer(
 def sources_of(tb: TinyBundle, bundle, src: str, tgt: str) -> list[list[str]]:
     # Real verses the model was trained on: parity needs inputs it translates confidently.
     lines = tb.verses[src][-N_SENTENCES:]
-    return [bundle.source_pieces(tb.sp.encode(line, out_type=str), src, tgt) for line in lines]
+    route = Route(src, tgt)
+    return [bundle.source_pieces(tb.sp.encode(line, out_type=str), route) for line in lines]
 
 
 def source_ids(tb: TinyBundle, pieces: list[str]) -> torch.Tensor:
@@ -66,7 +67,7 @@ def assert_engine_matches_pytorch(
     trained on; and the outputs are not degenerate (an untrained model proves nothing)."""
     bundle = load_bundle(tiny.path)
     src, tgt = route
-    dense = bundle.assemble(src, tgt)
+    dense = bundle.assemble(Route(src, tgt))
     allowed = allowed_pieces(tiny, dense)
     translator, _ = load_engine(dense, compute_type="float32", device=device)
     sources = sources_of(tiny, bundle, src, tgt)

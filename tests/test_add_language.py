@@ -119,12 +119,12 @@ def test_only_the_new_modules_and_the_manifest_are_written(grown):
 
 def test_existing_routes_translate_exactly_as_before(grown):
     bundle, _, en_fr = grown
-    assert served_beams(bundle, ("en", "fr"), EN) == en_fr
+    assert served_beams(bundle, Route("en", "fr"), EN) == en_fr
 
 
 def test_a_new_route_is_the_trained_model(grown, added):
     """en->de through the grown bundle decodes as the PyTorch model of the addition does."""
-    decoded = assert_decodes_as_trained(grown[0], added[1], ("en", "de"), EN)
+    decoded = assert_decodes_as_trained(grown[0], added[1], Route("en", "de"), EN)
     vocab = set(load_checkpoint(added[1], "last")["extra"]["target_vocab"]["ids"]["de"])
     assert all(set(tokens) <= vocab for tokens in decoded)  # into German's vocabulary
 

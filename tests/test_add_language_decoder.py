@@ -19,6 +19,7 @@ from lsmt_bundle import BundleError, load_bundle
 from lsmt_bundle.assembly import take_own_decoder
 from lsmt_bundle.storage import max_error
 from lsmt_core.manifest import TARGET_DECODER
+from lsmt_core.routes import Route
 from model_export.to_checkpoint import checkpoint_from_bundle
 from tests.additions import assert_decodes_as_trained, grow, served_beams
 from tests.bundles import file_digests
@@ -81,17 +82,17 @@ def test_the_bundle_gains_german_and_its_decoder_only(grown):
     german_module = opened.read_module("tgt/de")
     assert any(k.startswith("target_decoder.layers.") for k in german_module)
     assert not any(k.startswith("target_decoder.") for k in opened.read_module("tgt/fr"))
-    assert served_beams(bundle, ("en", "fr"), TEXTS["en"]) == en_fr
+    assert served_beams(bundle, Route("en", "fr"), TEXTS["en"]) == en_fr
 
 
-@pytest.mark.parametrize("route", [("en", "de"), ("fr", "de"), ("de", "en")])
+@pytest.mark.parametrize("route", [Route("en", "de"), Route("fr", "de"), Route("de", "en")])
 def test_german_routes_decode_as_the_trained_model(grown, german, route):
     """Greedy through the bundle's engine == greedy in PyTorch: into German with German's
     decoder (fr->de never trained: zero-shot), out of German with the shared one."""
     bundle_dir, _, _ = grown
     assert_decodes_as_trained(bundle_dir, german["run"], route, TEXTS[route[0]])
     bundle = load_bundle(bundle_dir)
-    dense = bundle.assemble(*route)
+    dense = bundle.assemble(route)
     name = "decoder.layers.0.ffn.fc1.weight"
     own = bundle.read_module("tgt/de")["target_decoder.layers.0.ffn.fc1.weight"]
     expected = own if route[1] == "de" else bundle.read_module("shared")[name]
@@ -130,7 +131,7 @@ def test_an_own_decoder_that_lacks_weights_is_refused(grown):
     """Half of one decoder and half of another is never assembled."""
     bundle_dir, _, _ = grown
     bundle = load_bundle(bundle_dir)
-    dense = bundle.assemble("en", "fr")
+    dense = bundle.assemble(Route("en", "fr"))
     dense.weights["target_decoder.layers.0.ffn.fc1.weight"] = dense.weights[
         "decoder.layers.0.ffn.fc1.weight"
     ]

@@ -16,6 +16,7 @@ import sentencepiece as spm
 import torch
 
 from lsmt_bundle import load_bundle
+from lsmt_core.routes import Route
 from server.bundles import ServedBundle
 from tests.additions import assert_decodes_as_trained, grow, served_beams
 from tests.bundles import file_digests
@@ -105,20 +106,20 @@ def test_the_bundle_gains_german_and_its_tokenizer_only(grown):
     opened = load_bundle(bundle)
     assert set(opened.verify().values()) == {"ok"}
     assert opened.manifest.language_tokenizers["de"].vocab_size == 380
-    assert served_beams(bundle, ("en", "fr"), TEXTS["en"]) == en_fr
+    assert served_beams(bundle, Route("en", "fr"), TEXTS["en"]) == en_fr
 
 
-@pytest.mark.parametrize("route", [("en", "de"), ("de", "en"), ("de", "fr")])
+@pytest.mark.parametrize("route", [Route("en", "de"), Route("de", "en"), Route("de", "fr")])
 def test_german_routes_decode_as_the_trained_model(grown, german, route):
     """Greedy through the bundle's engine == greedy in PyTorch, with German's own ids."""
     bundle_dir, _, _ = grown
     served = ServedBundle(load_bundle(bundle_dir))
     de = spm.SentencePieceProcessor(model_file=str(german["tokenizer"] / "spm.model"))
     assert served.pieces(TEXTS["de"][0], "de") == de.encode(TEXTS["de"][0], out_type=str)
-    assert_decodes_as_trained(bundle_dir, german["run"], route, TEXTS[route[0]])
+    assert_decodes_as_trained(bundle_dir, german["run"], route, TEXTS[route.src])
 
 
-@pytest.mark.parametrize("route", [("en", "de"), ("de", "en")])
+@pytest.mark.parametrize("route", [Route("en", "de"), Route("de", "en")])
 def test_the_bundle_evaluation_reads_and_writes_german_as_the_server_does(grown, route):
     """``model_export.evaluate`` (the scores the shipping rule compares) tokenizes each side
     with its language's tokenizer, German's own here, as the server does."""
@@ -127,15 +128,15 @@ def test_the_bundle_evaluation_reads_and_writes_german_as_the_server_does(grown,
 
     bundle_dir, _, _ = grown
     served = ServedBundle(load_bundle(bundle_dir))
-    bundle, texts = served.bundle, TEXTS[route[0]]
-    translator, _ = load_translator(bundle.assemble(*route), compute_type="float32")
+    bundle, texts = served.bundle, TEXTS[route.src]
+    translator, _ = load_translator(bundle.assemble(route), compute_type="float32")
     results = translate_pieces(
-        translator, [served.encode(t, *route) for t in texts], bundle.max_source_positions,
+        translator, [served.encode(t, route) for t in texts], bundle.max_source_positions,
         beam_size=2,
     )  # fmt: skip
-    served_texts = [served.decode(r.hypotheses[0], route[1]) for r in results]
+    served_texts = [served.decode(r.hypotheses[0], route.tgt) for r in results]
     evaluated = translate_route(
         bundle, translator, lambda lang: Tokenizer(bundle.tokenizer_path_of(lang)), texts,
-        *route, Decoding(beam=2),
+        route, Decoding(beam=2),
     )  # fmt: skip
     assert evaluated == served_texts

@@ -18,10 +18,11 @@ from lsmt_bundle import load_bundle
 from lsmt_bundle.ct2 import open_translator
 from lsmt_bundle.engine_cache import CONTENTS, EngineCache, engine_key, fill_entry
 from lsmt_bundle.store import digest
+from lsmt_core.routes import Route
 
 pytestmark = pytest.mark.integration
 
-ROUTE = ("en", "fr")
+ROUTE = Route("en", "fr")
 SOURCES = [["▁b", "▁c", "▁d"], ["▁e", "▁f"]]
 
 
@@ -46,14 +47,14 @@ def test_a_hit_loads_what_the_miss_built(bundle_dir, tmp_path):
 
     bundle = load_bundle(bundle_dir)
     cache = EngineCache(tmp_path / "cache", 1 << 30)
-    entry, was_there = fill_entry(cache, bundle, *ROUTE, "int8")
+    entry, was_there = fill_entry(cache, bundle, ROUTE, "int8")
     assert not was_there and cache.size() > 0
-    assert fill_entry(cache, bundle, *ROUTE, "int8") == (entry, True)
-    built = engine_files(bundle.assemble(*ROUTE, keep_int8=True), "int8")
+    assert fill_entry(cache, bundle, ROUTE, "int8") == (entry, True)
+    built = engine_files(bundle.assemble(ROUTE, keep_int8=True), "int8")
     assert {p.name: p.read_bytes() for p in entry.iterdir() if p.name != CONTENTS} == built
     assert translate(entry) == translate(built)
-    other = engine_key(bundle, "fr", "en", "int8")
-    assert other != engine_key(bundle, *ROUTE, "int8") != engine_key(bundle, *ROUTE, "float32")
+    other = engine_key(bundle, Route("fr", "en"), "int8")
+    assert other != engine_key(bundle, ROUTE, "int8") != engine_key(bundle, ROUTE, "float32")
 
 
 def test_without_a_cache_engines_are_opened_from_a_temporary_directory(
@@ -68,10 +69,10 @@ def test_without_a_cache_engines_are_opened_from_a_temporary_directory(
     from lsmt_bundle.engines import engine_files
 
     bundle = load_bundle(bundle_dir)
-    files = engine_files(bundle.assemble(*ROUTE, keep_int8=True), "int8")
+    files = engine_files(bundle.assemble(ROUTE, keep_int8=True), "int8")
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
-    engine, nbytes = load_route_engine(None, bundle, *ROUTE, "int8", compute_type="int8")
+    engine, nbytes = load_route_engine(None, bundle, ROUTE, "int8", compute_type="int8")
     assert nbytes == len(files["model.bin"]) and list((tmp_path / "tmp").iterdir()) == []
     results = engine.translate_batch([["<2fr>", *s] for s in SOURCES], beam_size=2,
                                      max_decoding_length=10, return_scores=True)  # fmt: skip
@@ -80,7 +81,7 @@ def test_without_a_cache_engines_are_opened_from_a_temporary_directory(
 
 def test_a_module_changed_on_disk_is_never_served_stale(bundle_dir, tmp_path):
     cache = EngineCache(tmp_path / "cache", 1 << 30)
-    fill_entry(cache, load_bundle(bundle_dir), *ROUTE, "int8")
+    fill_entry(cache, load_bundle(bundle_dir), ROUTE, "int8")
     rel = "modules/shared.safetensors"
     weights = load_file(bundle_dir / rel)
     name = next(k for k, v in weights.items() if v.dtype == np.int8 and v.ndim == 2)
@@ -90,24 +91,24 @@ def test_a_module_changed_on_disk_is_never_served_stale(bundle_dir, tmp_path):
     manifest["files"][rel] = digest((bundle_dir / rel).read_bytes()).model_dump()
     (bundle_dir / "manifest.json").write_text(json.dumps(manifest))
     changed = load_bundle(bundle_dir)
-    assert not fill_entry(cache, changed, *ROUTE, "int8")[1]  # built again from the new module
+    assert not fill_entry(cache, changed, ROUTE, "int8")[1]  # built again from the new module
     assert len([p for p in cache.root.iterdir() if not p.name.startswith(".")]) == 2
 
 
 def test_corrupt_or_half_written_entries_are_rebuilt(bundle_dir, tmp_path):
     bundle = load_bundle(bundle_dir)
     cache = EngineCache(tmp_path / "cache", 1 << 30)
-    entry, _ = fill_entry(cache, bundle, *ROUTE, "int8")
+    entry, _ = fill_entry(cache, bundle, ROUTE, "int8")
     model = entry / "model.bin"
     data = bytearray(model.read_bytes())
     data[len(data) // 2] ^= 0xFF  # same size, other bytes
     model.write_bytes(bytes(data))
     assert cache.get(entry.name) is None and not entry.exists()
-    assert fill_entry(cache, bundle, *ROUTE, "int8") == (entry, False)  # built again
+    assert fill_entry(cache, bundle, ROUTE, "int8") == (entry, False)  # built again
     assert cache.get(entry.name) is not None
     (entry / CONTENTS).unlink()  # as if copied in part
     assert cache.get(entry.name) is None
-    assert fill_entry(cache, bundle, *ROUTE, "int8") == (entry, False)
+    assert fill_entry(cache, bundle, ROUTE, "int8") == (entry, False)
 
 
 def test_entries_listed_with_sha256_are_still_checked(bundle_dir, tmp_path):
@@ -117,7 +118,7 @@ def test_entries_listed_with_sha256_are_still_checked(bundle_dir, tmp_path):
 
     bundle = load_bundle(bundle_dir)
     cache = EngineCache(tmp_path / "cache", 1 << 30)
-    entry, _ = fill_entry(cache, bundle, *ROUTE, "int8")
+    entry, _ = fill_entry(cache, bundle, ROUTE, "int8")
     contents = json.loads((entry / CONTENTS).read_text())
     assert all(set(want) == {"bytes", "xxh3_128"} for want in contents.values())
     old = {
@@ -142,16 +143,17 @@ def test_entries_listed_with_sha256_are_still_checked(bundle_dir, tmp_path):
 def test_the_cache_keeps_to_its_bound_least_recently_used_first(bundle_dir, tmp_path):
     bundle = load_bundle(bundle_dir)
     probe = EngineCache(tmp_path / "probe", 1 << 30)
-    fill_entry(probe, bundle, *ROUTE, "int8")
+    fill_entry(probe, bundle, ROUTE, "int8")
     one = probe.size()
     cache = EngineCache(tmp_path / "cache", int(2.5 * one))
-    keys = [engine_key(bundle, *r, "int8") for r in (("en", "fr"), ("fr", "en"))]
-    for route in (("en", "fr"), ("fr", "en")):
-        fill_entry(cache, bundle, *route, "int8")
+    routes = [Route("en", "fr"), Route("fr", "en")]
+    keys = [engine_key(bundle, r, "int8") for r in routes]
+    for route in routes:
+        fill_entry(cache, bundle, route, "int8")
     old = cache.root / keys[0]
     os.utime(old, (1, 1))  # long unused ...
     assert cache.get(keys[0]) is not None  # ... until this hit
-    fill_entry(cache, bundle, "en", "fr", "int8_float32")  # a third entry
+    fill_entry(cache, bundle, Route("en", "fr"), "int8_float32")  # a third entry
     assert cache.size() <= cache.max_bytes
     left = {p.name for p in cache.root.iterdir()}
     assert keys[0] in left and keys[1] not in left
@@ -164,14 +166,14 @@ def test_the_server_loader_builds_once_for_every_process(bundle_dir, tmp_path, m
 
     settings = Settings(device="cpu", engine_cache_dir=tmp_path / "cache")
     bundle = load_bundle(bundle_dir)
-    translator, nbytes = engines.default_loader(bundle, *ROUTE, settings)
+    translator, nbytes = engines.default_loader(bundle, ROUTE, settings)
     engines._engine_cache.cache_clear()  # as a second process would start
 
     def no_assembly(*args):
         raise AssertionError("assembled although the engine was cached")
 
     monkeypatch.setattr(bundle, "assemble", no_assembly)
-    again, again_bytes = engines.default_loader(bundle, *ROUTE, settings)
+    again, again_bytes = engines.default_loader(bundle, ROUTE, settings)
     assert again_bytes == nbytes
     sources = [["<2fr>", *s] for s in SOURCES]
     first, second = (
@@ -190,8 +192,8 @@ def test_the_server_loader_never_uses_an_entry_that_fails_its_check(bundle_dir, 
 
     bundle = load_bundle(bundle_dir)
     cache = EngineCache(tmp_path / "cache", 1 << 30)
-    built, nbytes = load_route_engine(cache, bundle, *ROUTE, "int8", compute_type="int8")
-    entry = cache.root / engine_key(bundle, *ROUTE, "int8")
+    built, nbytes = load_route_engine(cache, bundle, ROUTE, "int8", compute_type="int8")
+    entry = cache.root / engine_key(bundle, ROUTE, "int8")
     model = entry / "model.bin"
     data = bytearray(model.read_bytes())
     data[len(data) // 2] ^= 0xFF
@@ -201,14 +203,14 @@ def test_the_server_loader_never_uses_an_entry_that_fails_its_check(bundle_dir, 
     calls = []
     real_assemble = bundle.assemble
     bundle.assemble = lambda *a, **k: calls.append(a) or real_assemble(*a, **k)
-    again, again_bytes = load_route_engine(cache, bundle, *ROUTE, "int8", compute_type="int8")
+    again, again_bytes = load_route_engine(cache, bundle, ROUTE, "int8", compute_type="int8")
     assert len(calls) == 1 and again_bytes == nbytes  # built again ...
     assert EngineCache.intact(entry)  # ... and stored whole
     sources = [["<2fr>", *s] for s in SOURCES]
     first = built.translate_batch(sources, beam_size=1, max_decoding_length=10)
     second = again.translate_batch(sources, beam_size=1, max_decoding_length=10)
     assert [r.hypotheses for r in first] == [r.hypotheses for r in second]
-    load_route_engine(cache, bundle, *ROUTE, "int8", compute_type="int8")
+    load_route_engine(cache, bundle, ROUTE, "int8", compute_type="int8")
     assert len(calls) == 1  # an intact hit: loaded, not built
 
 
@@ -226,5 +228,5 @@ def test_build_engines_fills_the_cache_the_server_reads(bundle_dir, tmp_path, ca
     bundle = load_bundle(bundle_dir)
     monkeypatch.setattr(bundle, "assemble", lambda *a, **k: pytest.fail("assembled: not cached"))
     cache = EngineCache(tmp_path / "c", 1 << 30)
-    engine, _ = load_route_engine(cache, bundle, *ROUTE, "int8", compute_type="int8")
+    engine, _ = load_route_engine(cache, bundle, ROUTE, "int8", compute_type="int8")
     assert engine.translate_batch([["<2fr>", *SOURCES[0]]], max_decoding_length=5)

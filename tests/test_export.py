@@ -10,6 +10,7 @@ import pytest
 
 from lsmt_bundle import BundleError, load_bundle
 from lsmt_bundle.ct2 import load_translator, save_engine
+from lsmt_core.routes import Route
 from lsmt_core.target_vocab import select_target_vocab
 from model_export.from_torch import export_bundle
 from tests.bundles import TinyBundle, make_tiny_bundle
@@ -37,9 +38,9 @@ def test_modules_stored_once_per_language(separate: TinyBundle):
 
 def test_routes_with_same_modules_share_engine_and_weights(separate: TinyBundle):
     bundle = load_bundle(separate.path)
-    assert bundle.engine_key("de", "fr") == bundle.engine_key("en", "fr")
-    assert bundle.engine_key("de", "fr") != bundle.engine_key("de", "en")
-    a, b = bundle.assemble("de", "fr"), bundle.assemble("en", "fr")
+    assert bundle.engine_key(Route("de", "fr")) == bundle.engine_key(Route("en", "fr"))
+    assert bundle.engine_key(Route("de", "fr")) != bundle.engine_key(Route("de", "en"))
+    a, b = bundle.assemble(Route("de", "fr")), bundle.assemble(Route("en", "fr"))
     assert a.weights.keys() == b.weights.keys()
     for name in a.weights:
         assert a.weights[name].tobytes() == b.weights[name].tobytes(), name
@@ -59,15 +60,15 @@ def test_filtered_vocabulary_engine_matches_unfiltered(separate: TinyBundle, tmp
     filtered, full = load_bundle(separate.path), load_bundle(full_path)
     compared = 0
     for src, tgt in [("de", "en"), ("en", "fr"), ("fr", "de")]:
-        dense = filtered.assemble(src, tgt)
+        route = Route(src, tgt)
+        dense = filtered.assemble(route)
         allowed = set(dense.target_vocab)
         assert len(allowed) < len(full.pieces) / 2  # the filter really removed rows
         small, _ = load_translator(dense, compute_type="float32")
-        big, _ = load_translator(full.assemble(src, tgt), compute_type="float32")
+        big, _ = load_translator(full.assemble(route), compute_type="float32")
         lines = separate.verses[src][:12]
-        sources = [
-            filtered.source_pieces(separate.sp.encode(t, out_type=str), src, tgt) for t in lines
-        ]
+        pieces = [separate.sp.encode(t, out_type=str) for t in lines]
+        sources = [filtered.source_pieces(p, route) for p in pieces]
         for s, r_small, r_big in zip(
             sources,
             small.translate_batch(sources, beam_size=1, max_decoding_length=48),
@@ -99,8 +100,8 @@ def test_corrupt_module_fails_that_route_only(separate: TinyBundle, tmp_path):
     (copy / "modules/tgt/fr.safetensors").write_bytes(b"not a safetensors file")
     bundle = load_bundle(copy)
     with pytest.raises(BundleError, match="tgt/fr"):
-        bundle.assemble("de", "fr")
-    assert bundle.assemble("de", "en").weights  # other routes still assemble
+        bundle.assemble(Route("de", "fr"))
+    assert bundle.assemble(Route("de", "en")).weights  # other routes still assemble
 
 
 def test_manifest_errors_are_clear(separate: TinyBundle, tmp_path):
@@ -115,19 +116,19 @@ def test_manifest_errors_are_clear(separate: TinyBundle, tmp_path):
         load_bundle(tmp_path / "nowhere")
     bundle = load_bundle(separate.path)
     with pytest.raises(BundleError, match="not offered"):
-        bundle.assemble("de", "de")
+        bundle.assemble(Route("de", "de"))
 
 
 def test_int8_engine_on_disk_is_smaller_and_translates(separate: TinyBundle, tmp_path):
     import ctranslate2
 
-    dense = load_bundle(separate.path).assemble("de", "en")
+    dense = load_bundle(separate.path).assemble(Route("de", "en"))
     f32 = save_engine(dense, tmp_path / "f32", "float32")
     i8 = save_engine(dense, tmp_path / "i8", "int8")
     assert (i8 / "model.bin").stat().st_size < 0.6 * (f32 / "model.bin").stat().st_size
     translator = ctranslate2.Translator(str(i8), compute_type="int8")
     src = load_bundle(separate.path).source_pieces(
-        separate.sp.encode(separate.verses["de"][0], out_type=str), "de", "en"
+        separate.sp.encode(separate.verses["de"][0], out_type=str), Route("de", "en")
     )
     out = translator.translate_batch([src], beam_size=2, max_decoding_length=48, return_scores=True)
     assert out[0].hypotheses[0]
@@ -172,8 +173,8 @@ def test_flipped_bytes_fail_the_route_and_verify_names_the_file(separate: TinyBu
     module.write_bytes(bytes(data))
     bundle = load_bundle(copy)
     with pytest.raises(BundleError, match=r"tgt/fr\.safetensors: checksum mismatch"):
-        bundle.assemble("de", "fr")
-    assert bundle.assemble("de", "en").weights  # other routes still assemble
+        bundle.assemble(Route("de", "fr"))
+    assert bundle.assemble(Route("de", "en")).weights  # other routes still assemble
     assert bundle.verify()["modules/tgt/fr.safetensors"].startswith("checksum mismatch")
     assert export_main(["verify", str(copy)]) == 1
     # a manifest written before XXH3 was recorded: the same bytes caught by its SHA-256
@@ -205,7 +206,7 @@ def test_every_written_file_has_a_digest_and_old_bundles_still_load(separate: Ti
     del manifest["files"]
     (copy / "manifest.json").write_text(json.dumps(manifest))
     bundle = load_bundle(copy)
-    assert bundle.verify() == {} and bundle.assemble("de", "en").weights
+    assert bundle.verify() == {} and bundle.assemble(Route("de", "en")).weights
 
 
 def test_bundle_evaluation_records_and_applies_the_decoding_guards(added_language, tmp_path):
@@ -241,18 +242,18 @@ def test_int8_routes_build_their_engine_without_a_float32_round_trip():
 
     bundle = load_bundle(Path(__file__).resolve().parents[1] / "models" / "default")
     assert bundle.manifest.store_dtype == "int8" and keeps_int8(bundle.manifest)
-    for route in [("en", "fr"), ("ar", "es")]:
-        as_stored = bundle.assemble(*route, keep_int8=True)
+    for route in [Route("en", "fr"), Route("ar", "es")]:
+        as_stored = bundle.assemble(route, keep_int8=True)
         assert as_stored.weights[EMBEDDING].dtype == np.int8
         # the per-target vocabulary slice took whole int8 rows, and their scales
         rows = len(as_stored.target_vocab)
         assert as_stored.row_scales[OUTPUT_PROJECTION].shape[0] == rows
         built = ct2.engine_files(as_stored, "int8")["model.bin"]
-        assert built == ct2.engine_files(bundle.assemble(*route), "int8")["model.bin"]
-    fp16 = ct2.engine_files(bundle.assemble("en", "fr", keep_int8=True), "int8_float16")
+        assert built == ct2.engine_files(bundle.assemble(route), "int8")["model.bin"]
+    fp16 = ct2.engine_files(bundle.assemble(Route("en", "fr"), keep_int8=True), "int8_float16")
     assert (
         fp16["model.bin"]
-        == ct2.engine_files(bundle.assemble("en", "fr"), "int8_float16")["model.bin"]
+        == ct2.engine_files(bundle.assemble(Route("en", "fr")), "int8_float16")["model.bin"]
     )
     lms = bundle.manifest.model_copy(update={"fusions": [LowRankSum(linears=["x"])]})
     assert not keeps_int8(lms)

@@ -136,7 +136,7 @@ VARIANTS = {
         language_specific={"encoder_src": [2]},
     ),
 }
-ROUTES = [("de", "en"), ("en", "fr")]
+ROUTES = [Route("de", "en"), Route("en", "fr")]
 
 
 @pytest.fixture(scope="module")
@@ -161,7 +161,7 @@ def test_hybrid_engine_matches_pytorch_greedy(tiny: TinyBundle, route):
 @pytest.mark.parametrize("route", ROUTES, ids=lambda r: f"{r[0]}-{r[1]}")
 def test_hybrid_engine_beam_search_finds_pytorchs_best_hypothesis(tiny: TinyBundle, route):
     bundle = load_bundle(tiny.path)
-    dense = bundle.assemble(*route)
+    dense = bundle.assemble(route)
     engine, _ = load_engine(dense, compute_type="float32")
     allowed = allowed_pieces(tiny, dense)
     sources = sources_of(tiny, bundle, *route)
@@ -170,7 +170,7 @@ def test_hybrid_engine_beam_search_finds_pytorchs_best_hypothesis(tiny: TinyBund
     )
     for pieces, result in zip(sources, results, strict=True):
         ids = source_ids(tiny, pieces)
-        best = beam_search(tiny.model, ids, Route(*route), 4, MAX_LEN, allowed=allowed)[0]
+        best = beam_search(tiny.model, ids, route, 4, MAX_LEN, allowed=allowed)[0]
         assert [tiny.sp.piece_to_id(p) for p in result.hypotheses[0]] == best.tokens
         expected = best.score / len(best.log_probs)  # length penalty 1: per token
         assert result.scores[0] == pytest.approx(expected, abs=1e-3)
@@ -186,7 +186,7 @@ def test_decoding_options_hold_on_the_hybrid_engine(shared: TinyBundle):
     """What the server asks of every engine: alternatives, a minimum length and the
     repetition guards."""
     bundle = load_bundle(shared.path)
-    engine, _ = load_engine(bundle.assemble("en", "de"), compute_type="float32")
+    engine, _ = load_engine(bundle.assemble(Route("en", "de")), compute_type="float32")
     sources = sources_of(shared, bundle, "en", "de")
     alternatives = engine.translate_batch(sources, beam_size=4, num_hypotheses=3)
     for result in alternatives:
@@ -208,10 +208,10 @@ def test_decoding_options_hold_on_the_hybrid_engine(shared: TinyBundle):
 @pytest.mark.slow
 def test_int8_hybrid_engine_is_smaller_and_still_translates(shared: TinyBundle, tmp_path):
     bundle = load_bundle(shared.path)
-    dense = bundle.assemble("de", "en")
+    dense = bundle.assemble(Route("de", "en"))
     sources = sources_of(shared, bundle, "de", "en")
     f32, f32_bytes = load_engine(dense, compute_type="float32")
-    int8, int8_bytes = load_engine(bundle.assemble("de", "en"), compute_type="int8")
+    int8, int8_bytes = load_engine(bundle.assemble(Route("de", "en")), compute_type="int8")
     assert isinstance(int8, HybridTranslator)
     assert int8_bytes < f32_bytes / 2
     reference = [r.hypotheses[0] for r in f32.translate_batch(sources, beam_size=1)]
@@ -221,7 +221,7 @@ def test_int8_hybrid_engine_is_smaller_and_still_translates(shared: TinyBundle, 
     overlap = np.mean([len(set(a) & set(b)) / max(len(set(a)), 1) for a, b in pairs])
     assert overlap > 0.5, (reference, quantized)
     # a saved engine directory opens as the same engine
-    saved = save_engine(bundle.assemble("de", "en"), tmp_path / "engine", "int8")
+    saved = save_engine(bundle.assemble(Route("de", "en")), tmp_path / "engine", "int8")
     assert json.loads((saved / "hybrid.json").read_text())["quantization"] == "int8"
     reopened, _ = open_engine(saved, compute_type="int8")
     assert [r.hypotheses[0] for r in reopened.translate_batch(sources, beam_size=1)] == quantized
@@ -231,11 +231,11 @@ def test_int8_hybrid_engine_is_smaller_and_still_translates(shared: TinyBundle, 
 def test_engine_cache_stores_and_serves_hybrid_engines(shared: TinyBundle, tmp_path):
     bundle = load_bundle(shared.path)
     cache = EngineCache(tmp_path / "cache", 1 << 30)
-    entry, was_there = fill_entry(cache, bundle, "en", "fr", "int8")
+    entry, was_there = fill_entry(cache, bundle, Route("en", "fr"), "int8")
     assert not was_there and (entry / "decoder_step.onnx").is_file()
-    assert fill_entry(cache, bundle, "en", "fr", "int8") == (entry, True)
+    assert fill_entry(cache, bundle, Route("en", "fr"), "int8") == (entry, True)
     engine, _ = open_engine(entry, compute_type="int8")
-    files = engine_files(bundle.assemble("en", "fr", keep_int8=True), "int8")
+    files = engine_files(bundle.assemble(Route("en", "fr"), keep_int8=True), "int8")
     built, _ = open_engine(files, compute_type="int8")
     sources = sources_of(shared, bundle, "en", "fr")
     assert [r.hypotheses for r in engine.translate_batch(sources)] == [

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from lsmt_bundle import load_bundle
+from lsmt_core.routes import Route
 from tests.bundles import TinyBundle
 from tests.parity import assert_engine_matches_pytorch as check_parity
 from tests.parity import variant_trainer
@@ -70,16 +71,16 @@ def test_fd_share_one_engine_for_every_route_matches_pytorch_shared_path(fd_trai
     share = TinyBundle(trained.path.with_name("bundle-shared"), trained.model, trained.sp,
                        trained.verses, trained.routes)  # fmt: skip
     bundle, ls_bundle = load_bundle(share.path), load_bundle(trained.path)
-    keys = {bundle.engine_key(*r) for r in bundle.routes}
+    keys = {bundle.engine_key(r) for r in bundle.routes}
     assert keys == {"tiny:shared"}, keys  # the key shows it: one engine, shared module only
-    assert len({ls_bundle.engine_key(*r) for r in ls_bundle.routes}) == len(ls_bundle.routes)
+    assert len({ls_bundle.engine_key(r) for r in ls_bundle.routes}) == len(ls_bundle.routes)
     assert not any(p.startswith("modules/src") for p in bundle.manifest.files)
     with lms_path(trained.model, SHARED_PATH):
         for route in ROUTES:
             check_parity(share, route)
     # the two paths really differ (else the share test would prove nothing)
-    a = bundle.assemble("de", "en").weights["encoder.layers.0.ffn.fc1.weight"]
-    b = ls_bundle.assemble("de", "en").weights["encoder.layers.0.ffn.fc1.weight"]
+    a = bundle.assemble(Route("de", "en")).weights["encoder.layers.0.ffn.fc1.weight"]
+    b = ls_bundle.assemble(Route("de", "en")).weights["encoder.layers.0.ffn.fc1.weight"]
     assert abs(a - b).max() > 1e-3
 
 
@@ -95,5 +96,5 @@ def test_bundle_stores_one_module_per_language_and_index(trained: TinyBundle):
     for lang in langs:
         names = set(bundle.read_module(f"tgt/{lang}"))
         assert names and all(".lms_" in n or n in ("laa.weight", "lee.weight") for n in names)
-    dense = bundle.assemble("de", "en").weights
+    dense = bundle.assemble(Route("de", "en")).weights
     assert not [n for n in dense if ".lms_" in n or n.startswith(("laa.", "lee."))]

@@ -19,6 +19,7 @@ from lsmt_bundle.packages import (
     open_model_packages,
     position_rows,
 )
+from lsmt_core.routes import Route
 
 DEFAULT = Path(__file__).resolve().parents[1] / "models" / "default"
 
@@ -42,13 +43,14 @@ def test_a_zipped_package_reads_as_one_route_with_the_bundles_position_limit(arg
     max_positions = load_bundle(DEFAULT).max_source_positions
     assert position_rows(package.model_dir / "model.bin") == max_positions
     assert package.max_source_positions == max_positions - 2
-    assert package.source_pieces(["▁Hello", "."], "en", "fr") == ["▁Hello", "."]
-    assert package.engine_key("en", "fr") == "default-en_fr:model"
+    assert package.source_pieces(["▁Hello", "."], Route("en", "fr")) == ["▁Hello", "."]
+    assert package.engine_key(Route("en", "fr")) == "default-en_fr:model"
     assert package.provenance["package_version"] == "1.0"
     assert "public domain" in package.provenance["license"]
-    assert package.route_bytes("en", "fr") == (package.model_dir / "model.bin").stat().st_size
+    model_bytes = (package.model_dir / "model.bin").stat().st_size
+    assert package.route_bytes(Route("en", "fr")) == model_bytes
     with pytest.raises(BundleError, match="not offered"):
-        package.engine_key("fr", "en")
+        package.engine_key(Route("fr", "en"))
 
 
 def test_a_folder_serves_zipped_and_unpacked_packages_and_skips_other_files(argos_zips, tmp_path):

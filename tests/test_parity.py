@@ -96,7 +96,7 @@ def test_sparse_routes_are_smaller_engines_with_their_own_subnetworks(sparse_tin
     full = bundle.manifest.architecture
     selections = []
     for src, tgt in ROUTES:
-        dense = bundle.assemble(src, tgt)
+        dense = bundle.assemble(Route(src, tgt))
         a = dense.architecture
         assert (a.encoder_layers, a.decoder_layers) == (2, 1)  # dropped layers are gone
         assert a.ffn_dim == full.ffn_dim // 2

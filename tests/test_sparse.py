@@ -317,7 +317,7 @@ def test_export_folds_the_scores_exactly_into_the_route_engine(toy_data, tmp_pat
         routes=[("de", "en")],
         store_dtype="float32",
     )
-    dense = load_bundle(tmp_path / "b").assemble("de", "en")
+    dense = load_bundle(tmp_path / "b").assemble(Route("de", "en"))
     g = {
         k: v[LANGS.index("de")].detach().numpy()
         for k, v in model.sparse_scores.inference_scores().items()
@@ -378,4 +378,4 @@ def test_the_export_command_checks_a_sparse_model_outside_its_folded_layers(toy_
                         "--dtype", "int8"]) == 0  # fmt: skip
     bundle = load_bundle(out)
     assert [f.rule for f in bundle.manifest.fusions] == ["sparse_subnetwork"]
-    assert bundle.assemble("de", "en").architecture.ffn_dim == 32  # 2 of 4 blocks of 16
+    assert bundle.assemble(Route("de", "en")).architecture.ffn_dim == 32  # 2 of 4 blocks of 16

@@ -27,7 +27,7 @@ async def languages(svc: ServiceDep) -> LanguagesResponse:
             for c in svc.languages
         ],
         routes=[route_key(r) for r in svc.routes],
-        served_by={route_key(r): svc.bundle_for(*r, None).name for r in svc.routes},
+        served_by={route_key(r): svc.bundle_for(r, None).name for r in svc.routes},
         models={
             b.name: ModelSource(kind=b.kind, provenance=b.bundle.provenance) for b in svc.bundles
         },

@@ -48,7 +48,7 @@ async def readyz(st: StateDep, registry: RegistryDep) -> JSONResponse:
         },
         warmup=WarmupState(
             done=st.warmup_done,
-            routes=[route_key(r) for _, r in st.warmup_routes],
+            routes=[route_key(w.route) for w in st.warmup_routes],
             errors=st.warmup_errors,
         ),
         failed_engines=failed,

@@ -51,8 +51,7 @@ async def translate(
         svc, texts, req.source, req.target, opts, req.model, req.format == "html", terms,
         deadline, caller.subject,
     )  # fmt: skip
-    engines = [e for r in results for e in (r.pivot_engine, r.engine) if e]
-    models = sorted({e.split(":", 1)[0] for e in engines})
+    models = sorted({m for r in results for m in (r.pivot_model, r.model) if m})
     return TranslateResponse(
         translations=[_translation(r) for r in results],
         target=req.target,

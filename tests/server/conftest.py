@@ -199,15 +199,15 @@ def module_server(tiny_bundle) -> Iterator[Callable[..., LiveServer]]:
 def slow_loader(delay_s: float, calls: list | None = None, load_delay_s: float = 0.0):
     """The real loader, but every translate_batch sleeps ``delay_s`` first (to hold batches in
     flight) and every load sleeps ``load_delay_s`` (to widen the cold-start window).
-    ``calls`` collects (src, tgt) of each load."""
+    ``calls`` collects the route of each load."""
     from server.engines import default_loader
     from tests.server.translators import each_translator
 
-    def load(bundle, src, tgt, settings):
+    def load(bundle, route, settings):
         if calls is not None:
-            calls.append((src, tgt))
+            calls.append(route)
         time.sleep(load_delay_s)
-        translator, nbytes = default_loader(bundle, src, tgt, settings)
+        translator, nbytes = default_loader(bundle, route, settings)
         return each_translator(translator, lambda t: SlowTranslator(t, delay_s)), nbytes
 
     return load

@@ -166,8 +166,8 @@ def test_the_express_lane_runs_a_short_request_in_a_small_batch(make_server):
         def __getattr__(self, name):
             return getattr(self.inner, name)
 
-    def load(bundle, src, tgt, settings):
-        pair, nbytes = default_loader(bundle, src, tgt, settings)
+    def load(bundle, route, settings):
+        pair, nbytes = default_loader(bundle, route, settings)
         assert isinstance(pair, LaneEngines)
         return LaneEngines(Recording(pair.bulk, "bulk"), Recording(pair.express, "express")), nbytes
 

@@ -128,14 +128,14 @@ def test_eager_warmup_loads_each_engine_once_in_parallel(make_server, bundle_cop
     calls, running, peak = [], [0], [0]
     lock = threading.Lock()
 
-    def counting_loader(bundle, src, tgt, settings):
+    def counting_loader(bundle, route, settings):
         with lock:
-            calls.append((src, tgt))
+            calls.append(route)
             running[0] += 1
             peak[0] = max(peak[0], running[0])
         try:
             time.sleep(0.3)  # loads overlap when they run at once
-            return default_loader(bundle, src, tgt, settings)
+            return default_loader(bundle, route, settings)
         finally:
             with lock:
                 running[0] -= 1
@@ -236,11 +236,11 @@ def test_loads_of_different_keys_overlap(make_server):
 
     spans: dict[str, tuple[float, float]] = {}
 
-    def timed_loader(bundle, src, tgt, settings):
+    def timed_loader(bundle, route, settings):
         start = time.perf_counter()
         time.sleep(0.4)
-        loaded = default_loader(bundle, src, tgt, settings)
-        spans[tgt] = (start, time.perf_counter())
+        loaded = default_loader(bundle, route, settings)
+        spans[route.tgt] = (start, time.perf_counter())
         return loaded
 
     srv = make_server(loader=timed_loader, load_workers=2)
@@ -282,7 +282,7 @@ class BrokenTranslator:
 
 
 def test_unexpected_error_is_500_with_request_id_and_no_internals(make_server, caplog):
-    srv = make_server(loader=lambda b, s, t, st: (BrokenTranslator(), 1000))
+    srv = make_server(loader=lambda bundle, route, settings: (BrokenTranslator(), 1000))
     with caplog.at_level("ERROR"):
         r = httpx.post(
             f"{srv.url}/v1/translate",

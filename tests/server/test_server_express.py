@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from lsmt_bundle import load_bundle
+from lsmt_core.routes import Route
 from server.engines import default_loader, wait_until_idle
 from server.express import LaneEngines, lane_translator, start_niced
 from server.settings import Settings
@@ -77,14 +78,14 @@ def test_an_engine_on_the_cpu_is_a_pair_with_only_the_bulk_threads_niced(tiny_bu
     assert settings.express_engine_apart and settings.bulk_nice == 10
     mine = nice_of(threading.get_native_id())
     before = threads()
-    pair, nbytes = default_loader(bundle, "en", "de", settings)
+    pair, nbytes = default_loader(bundle, Route("en", "de"), settings)
     started = [nice_of(t) for t in threads() - before]
     assert isinstance(pair, LaneEngines)
     # two bulk workers, niced; the express lane's one worker at the caller's value
     assert sorted(started) == [mine, min(19, mine + 10), min(19, mine + 10)], started
 
     one, one_bytes = default_loader(
-        bundle, "en", "de", settings.model_copy(update={"bulk_nice": 0})
+        bundle, Route("en", "de"), settings.model_copy(update={"bulk_nice": 0})
     )
     assert not isinstance(one, LaneEngines)
     assert nbytes == 2 * one_bytes  # the weights twice, and the budget counts both

@@ -9,6 +9,7 @@ import pytest
 from lsmt_bundle import load_bundle
 from lsmt_bundle.engines import load_engine
 from lsmt_bundle.hybrid import HybridTranslator
+from lsmt_core.routes import Route
 from server.bundles import ServedBundle
 from server.express import LaneEngines
 
@@ -41,7 +42,8 @@ def test_hybrid_bundle_translates_as_its_engine_does(make_server, hybrid_bundle,
     assert "lsmt_engine_loads_total" in metrics
     # The same sentences straight through an engine built from the bundle: same text.
     served = ServedBundle(load_bundle(hybrid_bundle))
-    engine, _ = load_engine(served.bundle.assemble("en", "fr"), compute_type="int8")
-    results = engine.translate_batch([served.encode(s, "en", "fr") for s in SENTENCES], beam_size=2)
+    route = Route("en", "fr")
+    engine, _ = load_engine(served.bundle.assemble(route), compute_type="int8")
+    results = engine.translate_batch([served.encode(s, route) for s in SENTENCES], beam_size=2)
     assert served_out == [served.decode(res.hypotheses[0], "fr") for res in results]
     assert any((tmp_path / "cache").iterdir())  # the engine cache keeps hybrid engines too

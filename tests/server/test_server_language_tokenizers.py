@@ -30,6 +30,7 @@ from lsmt_core.manifest import (
     TokenizerInfo,
     language_tokenizer_path,
 )
+from lsmt_core.routes import Route
 from server.bundles import ServedBundle
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -108,8 +109,9 @@ def vocabulary(sp) -> list[str]:
 
 
 def translate(served: ServedBundle, src: str, tgt: str) -> list[tuple[str, list[str], float]]:
-    engine, _ = load_engine(served.bundle.assemble(src, tgt, keep_int8=True), compute_type="int8")
-    sources = [served.encode(s, src, tgt) for s in SENTENCES[src]]
+    route = Route(src, tgt)
+    engine, _ = load_engine(served.bundle.assemble(route, keep_int8=True), compute_type="int8")
+    sources = [served.encode(s, route) for s in SENTENCES[src]]
     results = engine.translate_batch(sources, beam_size=2, return_scores=True)
     return [
         (served.decode(r.hypotheses[0], tgt), r.hypotheses[0], round(r.scores[0], 4))
@@ -129,13 +131,13 @@ def test_a_shuffled_own_vocabulary_translates_exactly_as_the_shared_one(french_o
     for src, tgt in ROUTES:
         assert translate(after, src, tgt) == translate(before, src, tgt), (src, tgt)
     # The routes with French read its modules and have its vocabulary, not the bundle's.
-    en_fr = after.bundle.assemble("en", "fr", keep_int8=True)
-    fr_en = after.bundle.assemble("fr", "en", keep_int8=True)
+    en_fr = after.bundle.assemble(Route("en", "fr"), keep_int8=True)
+    fr_en = after.bundle.assemble(Route("fr", "en"), keep_int8=True)
     assert "src/fr" in fr_en.modules and "tgt/fr" in en_fr.modules
     assert fr_en.source_vocab == after.bundle.pieces_of("fr") != after.bundle.pieces
     assert en_fr.source_vocab == after.bundle.pieces
-    assert set(en_fr.target_vocab) == set(before.bundle.assemble("en", "fr").target_vocab)
-    assert "src/es" not in after.bundle.modules_for("en", "es")  # others read what they did
+    assert set(en_fr.target_vocab) == set(before.bundle.assemble(Route("en", "fr")).target_vocab)
+    assert "src/es" not in after.bundle.modules_for(Route("en", "es"))  # others read what they did
 
 
 def test_manifests_without_language_tokenizers_are_written_as_before(french_own):

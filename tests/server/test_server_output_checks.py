@@ -123,8 +123,8 @@ class CraftedOutput:
 def crafted_loader(craft, always: bool = False, engines: list | None = None, delay_s: float = 0.0):
     from server.engines import default_loader
 
-    def load(bundle, src, tgt, settings):
-        translator, nbytes = default_loader(bundle, src, tgt, settings)
+    def load(bundle, route, settings):
+        translator, nbytes = default_loader(bundle, route, settings)
         calls: list[dict] = []
         wrapped = each_translator(
             translator, lambda t: CraftedOutput(t, craft, always, delay_s, calls)

@@ -12,6 +12,7 @@ import asyncio
 
 import pytest
 
+from lsmt_core.routes import Route
 from server.bundles import load_served_bundle
 from server.engines import EngineRegistry, EngineUnavailable, State
 from server.metrics import Metrics
@@ -60,7 +61,8 @@ def registry(**overrides):
     calls: list = []
     made: dict = {}
 
-    def loader(bundle, src, tgt, settings):
+    def loader(bundle, route, settings):
+        src, tgt = route
         calls.append(tgt)
         if tgt == "xx":
             raise RuntimeError("boom")
@@ -75,8 +77,12 @@ def registry(**overrides):
     return EngineRegistry(settings, Metrics(), loader), calls, made
 
 
+def served_route(served, src, tgt):
+    return served.served_route(Route(src, tgt))
+
+
 async def use(reg, served, src, tgt):
-    e = await reg.acquire(served, (src, tgt))
+    e = await reg.acquire(served_route(served, src, tgt))
     reg.release(e)
     return e
 
@@ -154,7 +160,7 @@ def test_a_real_engine_evicted_right_after_its_batch_is_unloaded(served):
     async def run():
         reg = EngineRegistry(Settings(device="cpu", bulk_nice=0), Metrics())
         for _ in range(20):
-            e = await reg.acquire(served, ("en", "de"))
+            e = await reg.acquire(served_route(served, "en", "de"))
             translator = e.translator
             try:
                 out = await asyncio.to_thread(
@@ -163,7 +169,7 @@ def test_a_real_engine_evicted_right_after_its_batch_is_unloaded(served):
             finally:
                 reg.release(e)
             assert out[0].hypotheses[0]
-            await reg.retire(served, ("en", "de"))
+            await reg.retire(served_route(served, "en", "de"))
             assert e.state is State.UNLOADED and not translator.model_is_loaded
         assert reg.metrics.engine_evicted_busy._value.get() == 0
         await reg.close()
@@ -174,7 +180,7 @@ def test_a_real_engine_evicted_right_after_its_batch_is_unloaded(served):
 def test_cpu_eviction_is_lru_and_never_takes_engines_in_use(served):
     async def run():
         reg, _, _ = registry(device="cpu", device_budget_bytes=SIZE * 2)
-        held = await reg.acquire(served, ("en", "de"))  # in use throughout
+        held = await reg.acquire(served_route(served, "en", "de"))  # in use throughout
         await use(reg, served, "de", "en")
         await use(reg, served, "en", "fr")  # must evict "en" (idle), not "de" (in use)
         assert states(reg) == {"de": "loaded", "en": "unloaded", "fr": "loaded"}
@@ -190,15 +196,15 @@ def test_retire_waits_for_batches_in_flight_then_evicts(served):
 
     async def run():
         reg, _, made = registry(device="cpu", device_budget_bytes=SIZE * 4)
-        held = await reg.acquire(served, ("en", "de"))
-        retiring = asyncio.create_task(reg.retire(served, ("en", "de")))
+        held = await reg.acquire(served_route(served, "en", "de"))
+        retiring = asyncio.create_task(reg.retire(served_route(served, "en", "de")))
         await asyncio.sleep(0.05)
         assert not retiring.done() and states(reg) == {"de": "loaded"}
         assert reg.engines[held.key].draining  # a new batch would wait for the eviction
         reg.release(held)
         await asyncio.wait_for(retiring, 2)
         assert states(reg) == {"de": "unloaded"} and made["de"].log == ["unload(to_cpu=False)"]
-        await reg.retire(served, ("en", "fr"))  # a key never loaded: nothing to do
+        await reg.retire(served_route(served, "en", "fr"))  # a key never loaded: nothing to do
         again = await use(reg, served, "en", "de")  # and a retired key loads again
         assert again.state is State.LOADED and not again.draining
 
@@ -208,10 +214,10 @@ def test_retire_waits_for_batches_in_flight_then_evicts(served):
 def test_budget_held_by_busy_engines_is_transient_not_a_failure(served):
     async def run():
         reg, calls, _ = registry(device="cpu", device_budget_bytes=SIZE, request_timeout_s=0.3)
-        held = await reg.acquire(served, ("en", "de"))
+        held = await reg.acquire(served_route(served, "en", "de"))
         assert calls == ["de"]
         with pytest.raises(EngineUnavailable) as info:
-            await reg.acquire(served, ("de", "en"))
+            await reg.acquire(served_route(served, "de", "en"))
         assert "in use" in info.value.reason and info.value.retry_after == 1.0
         e = reg.engines["tiny:shared+tgt/en"]
         assert e.state == State.UNLOADED and e.failures == 0
@@ -226,7 +232,7 @@ def test_engine_larger_than_budget_fails_with_reason(served):
     async def run():
         reg, _, _ = registry(device="cpu", device_budget_bytes=SIZE - 1)
         with pytest.raises(EngineUnavailable) as info:
-            await reg.acquire(served, ("en", "de"))
+            await reg.acquire(served_route(served, "en", "de"))
         assert "1000 bytes" in info.value.reason and "LSMT_DEVICE_BUDGET_BYTES" in info.value.reason
 
     asyncio.run(run())
@@ -241,27 +247,27 @@ def test_failed_load_backs_off_exponentially(served, monkeypatch):
     async def run():
         reg, _, _ = registry(device="cpu", load_retry_initial_s=2, load_retry_max_s=5)
 
-        def broken(bundle, src, tgt, settings):
+        def broken(bundle, route, settings):
             raise OSError("disk on fire")
 
         reg.loader = broken
         with pytest.raises(EngineUnavailable) as info:
-            await reg.acquire(served, ("en", "de"))
+            await reg.acquire(served_route(served, "en", "de"))
         assert info.value.retry_after == 2 and "disk on fire" in info.value.reason
         now[0] += 1.0  # within the backoff: refused without trying
         with pytest.raises(EngineUnavailable):
-            reg.check(served, ("en", "de"))
+            reg.check(served_route(served, "en", "de"))
         now[0] += 1.5  # due: tried again, fails again, backoff doubles
         with pytest.raises(EngineUnavailable) as info:
-            await reg.acquire(served, ("fr", "de"))  # same key through another route
+            await reg.acquire(served_route(served, "fr", "de"))  # same key through another route
         assert info.value.retry_after == 4
         now[0] += 10
         with pytest.raises(EngineUnavailable) as info:
-            await reg.acquire(served, ("en", "de"))
+            await reg.acquire(served_route(served, "en", "de"))
         assert info.value.retry_after == 5  # capped
         assert reg.engines["tiny:shared+tgt/de"].failures == 3
         # Other keys unaffected.
-        reg.loader = lambda b, s, t, st: (FakeTranslator((s, t)), SIZE)
+        reg.loader = lambda bundle, route, settings: (FakeTranslator(route), SIZE)
         await use(reg, served, "de", "en")
         assert reg.engines["tiny:shared+tgt/en"].state == State.LOADED
 

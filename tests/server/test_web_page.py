@@ -44,11 +44,11 @@ CHROMIUM_ARGS = [
 ]
 
 
-def _slow_load(bundle, src, tgt, settings):
+def _slow_load(bundle, route, settings):
     from server.engines import default_loader
 
     time.sleep(LOAD_DELAY_S)
-    return default_loader(bundle, src, tgt, settings)
+    return default_loader(bundle, route, settings)
 
 
 def _chromium() -> str | None:
