@@ -38,7 +38,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from lsmt_core.routes import parse_route
 
@@ -146,6 +146,27 @@ def redacted(url: str) -> str:
 
 # The two databases -----------------------------------------------------------------------------
 
+# A row as the driver returns it: sqlite3 and psycopg leave its values untyped.
+Row = tuple[Any, ...]
+Params = tuple[str | int | float | None, ...]
+
+
+class Cursor(Protocol):
+    """What is used of a DB-API cursor (sqlite3's, psycopg's)."""
+
+    @property
+    def rowcount(self) -> int: ...
+    def fetchone(self) -> Row | None: ...
+    def fetchall(self) -> list[Row]: ...
+
+
+class Connection(Protocol):
+    """What is used of a DB-API connection (sqlite3's, psycopg's), in autocommit mode:
+    transactions are the explicit BEGIN of each operation."""
+
+    def execute(self, statement: str, params: Params = ..., /) -> Cursor: ...
+    def close(self) -> None: ...
+
 
 class _Dialect:
     """What differs between the two databases: connecting, column types, locking, the
@@ -155,26 +176,26 @@ class _Dialect:
     errors: tuple[type[Exception], ...]  # the database failed or cannot be reached
     integrity_error: type[Exception]
 
-    def connect(self) -> Any:
+    def connect(self) -> Connection:
         raise NotImplementedError
 
     def separate_reader(self) -> bool:
         return True
 
-    def begin(self, db: Any) -> None:
+    def begin(self, db: Connection) -> None:
         db.execute("BEGIN")
 
-    def lock(self, db: Any, subject: str) -> None:
+    def lock(self, db: Connection, subject: str) -> None:
         """Hold ``subject``'s lock until the transaction ends."""
 
     def sql(self, statement: str) -> str:
         """``statement`` (``?`` placeholders) in the driver's placeholder style."""
         return statement
 
-    def broken(self, db: Any) -> bool:
+    def broken(self, db: Connection) -> bool:
         return False
 
-    def after_failure(self, db: Any) -> Any:
+    def after_failure(self, db: Connection | None) -> Connection | None:
         """The connection to go on with after ``db`` raised one of :attr:`errors`: None (a
         new one is opened when next needed), having closed it."""
         if db is not None:
@@ -199,7 +220,7 @@ class _SQLite(_Dialect):
         if path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
 
-    def connect(self) -> Any:
+    def connect(self) -> Connection:
         # autocommit mode: transactions are the explicit BEGIN of each operation
         db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         db.execute("PRAGMA busy_timeout = 10000")  # other processes' transactions
@@ -211,11 +232,11 @@ class _SQLite(_Dialect):
     def separate_reader(self) -> bool:
         return self.path != ":memory:"  # an in-memory database exists in one connection only
 
-    def begin(self, db: Any) -> None:
+    def begin(self, db: Connection) -> None:
         # the file's write lock (waited for up to the busy timeout): every subject's lock
         db.execute("BEGIN IMMEDIATE")
 
-    def after_failure(self, db: Any) -> Any:
+    def after_failure(self, db: Connection | None) -> Connection | None:
         return db  # a busy or failing file, not a lost connection (":memory:" lives in it)
 
 
@@ -241,17 +262,17 @@ class _Postgres(_Dialect):
         self.errors = (psycopg.OperationalError, psycopg.InterfaceError)
         self.integrity_error = psycopg.IntegrityError
 
-    def connect(self) -> Any:
+    def connect(self) -> Connection:
         return self.psycopg.connect(self.url, autocommit=True, connect_timeout=10)
 
-    def lock(self, db: Any, subject: str) -> None:
+    def lock(self, db: Connection, subject: str) -> None:
         db.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (subject,))
 
     def sql(self, statement: str) -> str:
         return statement.replace("?", "%s")
 
-    def broken(self, db: Any) -> bool:
-        return bool(db.closed or db.broken)
+    def broken(self, db: Connection) -> bool:
+        return isinstance(db, self.psycopg.Connection) and bool(db.closed or db.broken)
 
 
 class KeyStore:
@@ -269,8 +290,8 @@ class KeyStore:
         )
         self._lock = threading.Lock()
         self._read_lock = threading.Lock()
-        self._db: Any = None
-        self._reader: Any = None
+        self._db: Connection | None = None
+        self._reader: Connection | None = None
         if isinstance(self._dialect, _SQLite):  # a file: fails now if it cannot be opened
             try:
                 self._connect()
@@ -283,7 +304,7 @@ class KeyStore:
                 db.close()
         self._db = self._reader = None
 
-    def _connect(self) -> None:
+    def _connect(self) -> Connection:
         """Open the writing connection and make sure the tables exist (under ``_lock``, or
         at construction)."""
         d = self._dialect
@@ -302,6 +323,7 @@ class KeyStore:
             raise
         db.execute("COMMIT")
         self._db = db
+        return db
 
     def _unavailable(self, exc: Exception) -> KeyStoreUnavailable:
         return KeyStoreUnavailable(f"keys database {self.where}: {exc}")
@@ -309,7 +331,7 @@ class KeyStore:
     def _transaction(self, subject: str | None = None) -> _Transaction:
         return _Transaction(self, subject)
 
-    def _read(self, statement: str, params: tuple[Any, ...]) -> Any:
+    def _read(self, statement: str, params: Params) -> Row | None:
         """The first row of a read on its own connection, outside the writers' transactions:
         key lookups never wait for a writer."""
         d = self._dialect
@@ -318,38 +340,41 @@ class KeyStore:
                 return db.execute(statement, params).fetchone()
         with self._read_lock:
             for last_try in (False, True):  # a connection that broke while idle: once more
-                fresh = self._reader is None or d.broken(self._reader)
+                reader = self._reader
+                fresh = reader is None or d.broken(reader)
                 try:
-                    if fresh:
+                    if reader is None or fresh:
                         with self._lock:  # the tables may not exist before the first write
                             if self._db is None or d.broken(self._db):
                                 self._connect()
-                        self._reader = d.connect()
-                    return self._reader.execute(d.sql(statement), params).fetchone()
+                        reader = self._reader = d.connect()
+                    return reader.execute(d.sql(statement), params).fetchone()
                 except d.errors as exc:
                     self._reader = d.after_failure(self._reader)
                     if fresh or last_try:
                         raise self._unavailable(exc) from exc
         raise AssertionError("unreachable")
 
-    def _begin(self, subject: str | None) -> None:
-        """BEGIN on the writing connection (under ``_lock``), holding ``subject``'s lock.
-        A connection that fails here is replaced once: one that broke while idle (the
+    def _begin(self, subject: str | None) -> Connection:
+        """BEGIN on the writing connection (under ``_lock``), holding ``subject``'s lock; the
+        connection. One that fails here is replaced once: one that broke while idle (the
         database restarted) is noticed only when used."""
         d = self._dialect
         for last_try in (False, True):
-            fresh = self._db is None or d.broken(self._db)
+            db = self._db
+            fresh = db is None or d.broken(db)
             try:
-                if fresh:
-                    self._connect()
-                d.begin(self._db)
+                if db is None or fresh:
+                    db = self._connect()
+                d.begin(db)
                 if subject is not None:
-                    d.lock(self._db, subject)
-                return
+                    d.lock(db, subject)
+                return db
             except d.errors:
                 self._db = d.after_failure(self._db)
                 if fresh or last_try:
                     raise
+        raise AssertionError("unreachable")
 
     # Keys ------------------------------------------------------------------------------
 
@@ -434,13 +459,14 @@ class KeyStore:
         """The glossary a key keeps for a language pair (each term: what it becomes); with
         ``source`` None (a text whose language is detected) those of every pair into
         ``target``, merged."""
-        where, params = "key_id = ? AND target = ?", [key_id, target]
+        where = "key_id = ? AND target = ?"
+        params: Params = (key_id, target)
         if source is not None:
-            where, params = where + " AND source = ?", [*params, source]
+            where, params = where + " AND source = ?", (*params, source)
         with self._transaction() as db:
             rows = db.execute(
                 f"SELECT term, rendering FROM glossaries WHERE {where} ORDER BY source, term",
-                tuple(params),
+                params,
             ).fetchall()
         return dict(rows)
 
@@ -525,10 +551,10 @@ class KeyStore:
 class _Connection:
     """A connection whose ``execute`` takes ``?`` placeholders in either database."""
 
-    def __init__(self, db: Any, dialect: Any) -> None:
+    def __init__(self, db: Connection, dialect: _Dialect) -> None:
         self.db, self.dialect = db, dialect
 
-    def execute(self, statement: str, params: tuple[Any, ...] = ()) -> Any:
+    def execute(self, statement: str, params: Params = ()) -> Cursor:
         return self.db.execute(self.dialect.sql(statement), params)
 
 
@@ -545,14 +571,14 @@ class _Transaction:
         store, d = self.store, self.store._dialect
         store._lock.acquire()
         try:
-            store._begin(self.subject)
+            self.db = store._begin(self.subject)
         except d.errors as exc:
             store._lock.release()
             raise store._unavailable(exc) from exc
         except BaseException:
             store._lock.release()
             raise
-        return _Connection(store._db, d)
+        return _Connection(self.db, d)
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, *_: object
@@ -560,7 +586,7 @@ class _Transaction:
         store, d = self.store, self.store._dialect
         try:
             try:
-                store._db.execute("ROLLBACK" if exc_type else "COMMIT")
+                self.db.execute("ROLLBACK" if exc_type else "COMMIT")
             except d.errors as failed:
                 store._db = d.after_failure(store._db)
                 if exc_type is None:
@@ -572,7 +598,7 @@ class _Transaction:
             store._lock.release()
 
 
-def _record(row: tuple[Any, ...]) -> KeyRecord:
+def _record(row: Row) -> KeyRecord:
     return KeyRecord(row[0], row[1], bool(row[2]), Limits(*row[3:]))
 
 
