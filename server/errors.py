@@ -17,14 +17,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic_core import ErrorDetails
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from . import failures
+from .schemas import JSONObject
+from .settings import Settings
 
 log = logging.getLogger("server")
 
@@ -48,7 +50,7 @@ class ApiError(Exception):
         message: str,
         *,
         headers: dict[str, str] | None = None,
-        **extra: Any,
+        **extra: object,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -57,12 +59,12 @@ class ApiError(Exception):
         self.headers = headers or {}
         self.extra = extra
 
-    def body(self) -> dict[str, Any]:
+    def body(self) -> JSONObject:
         return {"code": self.code, "message": self.message, **self.extra}
 
 
-def bad_request(code: str, message: str, **extra: Any) -> ApiError:
-    return ApiError(400, code, message, **extra)
+def bad_request(code: str, message: str, **extra: object) -> ApiError:
+    return ApiError(400, code, message, headers=None, **extra)
 
 
 # The service's failure kinds as HTTP: their status; ``retry_after`` becomes ``Retry-After``.
@@ -86,10 +88,10 @@ def request_id_of(request: Request) -> str:
     return getattr(request.state, "request_id", None) or request.headers.get("x-request-id", "")
 
 
-def error_content(path: str, err: ApiError, rid: str) -> dict[str, Any]:
+def error_content(path: str, err: ApiError, rid: str) -> JSONObject:
     """The JSON body of an error: the /v1 shape, or LibreTranslate's on its paths."""
     if path in LIBRETRANSLATE_PATHS:
-        content: dict[str, Any] = {"error": err.message, "details": err.body()}
+        content: JSONObject = {"error": err.message, "details": err.body()}
     else:
         content = {"error": err.body()}
     if rid:
@@ -105,7 +107,7 @@ def error_response(request: Request, err: ApiError) -> JSONResponse:
     return JSONResponse(content, status_code=err.status, headers=dict(err.headers))
 
 
-def _loc(err: dict[str, Any]) -> str:
+def _loc(err: ErrorDetails) -> str:
     parts = [str(p) for p in err.get("loc", ()) if p not in ("body",)]
     return ".".join(parts) or "body"
 
@@ -170,7 +172,7 @@ def shutting_down() -> ApiError:
     return api_error(failures.shutting_down())
 
 
-def body_timeout(settings: Any) -> ApiError:
+def body_timeout(settings: Settings) -> ApiError:
     limit = settings.body_read_timeout_s
     return ApiError(
         408,

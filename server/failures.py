@@ -11,8 +11,6 @@ the connection, unknown path) stay ``ApiError``s, being HTTP by nature.
 
 from __future__ import annotations
 
-from typing import Any
-
 
 class ServiceError(Exception):
     """A request the service refuses or cannot complete. ``code`` is stable and
@@ -21,7 +19,7 @@ class ServiceError(Exception):
     when to try again."""
 
     def __init__(
-        self, code: str, message: str, *, retry_after: int | None = None, **extra: Any
+        self, code: str, message: str, *, retry_after: int | None = None, **extra: object
     ) -> None:
         super().__init__(message)
         self.code = code

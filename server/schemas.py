@@ -23,6 +23,10 @@ def _not_a_bool(value: Any) -> Any:
     return value
 
 
+# A JSON object as it is read or answered where no model gives its shape (error bodies, form
+# and JSON fields before validation, the OpenAPI document).
+JSONObject = dict[str, object]
+
 # /v1 takes JSON numbers only: a boolean or "2" is not a beam size.
 JsonInt = Annotated[int, Strict()]
 # LibreTranslate clients send forms, where every value is text: "2" is 2, a boolean is not.

@@ -11,7 +11,6 @@ import asyncio
 import threading
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from lsmt_core.langid import LanguageDetector, SourceGuess
 from lsmt_core.routes import Route, route_key
@@ -199,7 +198,7 @@ class TranslationService:
         return named
 
     def _unsupported_route(
-        self, src: str, tgt: str, model: str | None, lead: str = "", **extra: Any
+        self, src: str, tgt: str, model: str | None, lead: str = "", **extra: object
     ) -> InvalidRequest:
         """``unsupported_route``; ``lead`` goes before the message, ``extra`` into the body."""
         routes = sorted({r for b in self._candidates(model) for r in b.routes})
@@ -213,8 +212,9 @@ class TranslationService:
             )
         else:
             msg = f"No model translates into {tgt!r}."
+        allowed = [route_key(r) for r in routes]  # after ``extra``: the body's order
         return InvalidRequest(
-            "unsupported_route", lead + msg, **extra, allowed=[route_key(r) for r in routes]
+            "unsupported_route", lead + msg, retry_after=None, **extra, allowed=allowed
         )
 
     # Validation --------------------------------------------------------------------------

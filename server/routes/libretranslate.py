@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import Annotated, Any, TypeVar, get_args
+from typing import Annotated, TypeVar, get_args
 from urllib.parse import parse_qs
 
 from fastapi import APIRouter, Depends, Request
@@ -31,6 +31,7 @@ from ..request_texts import request_terms, translate_texts
 from ..schemas import (
     LT_DETECT_ERRORS,
     LT_TRANSLATE_ERRORS,
+    JSONObject,
     LTDetected,
     LTDetectRequest,
     LTErrorResponse,
@@ -46,10 +47,10 @@ from ..service import TextResult, TranslationService
 router = APIRouter(tags=["LibreTranslate compatible"])
 
 
-async def read_fields(request: Request) -> dict[str, Any]:
+async def read_fields(request: Request) -> JSONObject:
     body = await request.body()
     ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    fields: dict[str, Any] = {}
+    fields: JSONObject = {}
     if ctype == "application/json":
         try:
             data = json.loads(body or b"{}")
@@ -87,7 +88,7 @@ async def read_fields(request: Request) -> dict[str, Any]:
 class AuthenticatedFields:
     """A LibreTranslate request's fields and its caller (``server.auth``)."""
 
-    fields: dict[str, Any]
+    fields: JSONObject
     caller: Caller
 
 
@@ -114,7 +115,7 @@ async def authenticated_fields(request: Request) -> AuthenticatedFields:
 Fields = Annotated[AuthenticatedFields, Depends(authenticated_fields)]
 
 
-def request_body(model: type[BaseModel]) -> dict[str, Any]:
+def request_body(model: type[BaseModel]) -> JSONObject:
     """OpenAPI request body of a LibreTranslate endpoint: the model, as JSON or as a form
     (``server.openapi`` adds the model to the components)."""
     schema = {"$ref": f"#/components/schemas/{model.__name__}"}
@@ -141,7 +142,7 @@ _FIELD_RULES = {
 BodyModel = TypeVar("BodyModel", bound=BaseModel)
 
 
-def parse_fields(model: type[BodyModel], fields: dict[str, Any]) -> BodyModel:
+def parse_fields(model: type[BodyModel], fields: JSONObject) -> BodyModel:
     """The fields of a JSON or form body, validated by ``model``; the first problem answers
     400 in LibreTranslate's error shape, naming the field and what it must be."""
     try:
@@ -153,7 +154,7 @@ def parse_fields(model: type[BodyModel], fields: dict[str, Any]) -> BodyModel:
             raise bad_request(
                 "missing_field", f"Field {name!r} is required.", parameter=name
             ) from None
-        extra: dict[str, Any] = {}
+        extra: JSONObject = {}
         if e["type"] == "literal_error":
             extra["allowed"] = list(get_args(model.model_fields[name].annotation))
         rule = _FIELD_RULES.get(name, "valid")
@@ -169,9 +170,10 @@ def parse_fields(model: type[BodyModel], fields: dict[str, Any]) -> BodyModel:
     "/translate",
     summary="Translate (LibreTranslate compatible)",
     responses={200: {"model": LTTranslateResponse}, **LT_TRANSLATE_ERRORS},
+    response_model_exclude_none=True,  # a field is present when it applies (the model's doc)
     openapi_extra=request_body(LTTranslateRequest),
 )
-async def lt_translate(authenticated: Fields, st: StateDep, svc: ServiceDep) -> dict[str, Any]:
+async def lt_translate(authenticated: Fields, st: StateDep, svc: ServiceDep) -> LTTranslateResponse:
     req = parse_fields(LTTranslateRequest, authenticated.fields)
     client = authenticated.caller.subject
     single = isinstance(req.q, str)
@@ -187,33 +189,32 @@ async def lt_translate(authenticated: Fields, st: StateDep, svc: ServiceDep) -> 
         svc, texts, source, target, opts, None, html, terms, deadline, client
     )
     # an HTML document is detected whole: it has a detected language only if it had text
-    results = [_lt_item(r, r.detected_confidence is not None if html else source == "auto")
-               for r in translated]  # fmt: skip
+    detected = [_detected(r, r.detected_confidence is not None if html else source == "auto")
+                for r in translated]  # fmt: skip
+    alternatives = [[a.text for a in r.alternatives] for r in translated]
     if single:
-        return results[0]
-    body: dict[str, Any] = {"translatedText": [r["translatedText"] for r in results]}
-    if source == "auto":
-        body["detectedLanguage"] = [r.get("detectedLanguage") for r in results]
-    if req.alternatives:
-        body["alternatives"] = [r.get("alternatives", []) for r in results]
-    return body
+        return LTTranslateResponse(
+            translatedText=translated[0].text,
+            detectedLanguage=detected[0],
+            alternatives=alternatives[0] or None,
+        )
+    return LTTranslateResponse(
+        translatedText=[r.text for r in translated],
+        detectedLanguage=detected if source == "auto" else None,
+        alternatives=alternatives if req.alternatives else None,
+    )
 
 
-def _lt_item(r: TextResult, auto: bool, text: str | None = None) -> dict[str, Any]:
-    item: dict[str, Any] = {"translatedText": r.text if text is None else text}
-    if auto:
-        item["detectedLanguage"] = {
-            "confidence": round(100.0 * (r.detected_confidence or 0.0), 2),
-            "language": r.source,
-        }
-    if r.alternatives:
-        item["alternatives"] = [a.text for a in r.alternatives]
-    return item
+def _detected(r: TextResult, auto: bool) -> LTDetected | None:
+    if not auto:
+        return None
+    percent = round(100.0 * (r.detected_confidence or 0.0), 2)
+    return LTDetected(confidence=percent, language=r.source)
 
 
-def _languages(svc: TranslationService) -> list[dict[str, Any]]:
+def _languages(svc: TranslationService) -> list[LTLanguage]:
     return [
-        {"code": c, "name": language_name(c), "targets": svc.targets_for(c)} for c in svc.languages
+        LTLanguage(code=c, name=language_name(c), targets=svc.targets_for(c)) for c in svc.languages
     ]
 
 
@@ -221,12 +222,12 @@ _LANGUAGES_SUMMARY = "Languages (LibreTranslate compatible)"
 
 
 @router.get("/languages", summary=_LANGUAGES_SUMMARY, response_model=list[LTLanguage])
-async def lt_languages_get(svc: ServiceDep) -> list[dict[str, Any]]:
+async def lt_languages_get(svc: ServiceDep) -> list[LTLanguage]:
     return _languages(svc)
 
 
 @router.post("/languages", summary=_LANGUAGES_SUMMARY, response_model=list[LTLanguage])
-async def lt_languages_post(svc: ServiceDep) -> list[dict[str, Any]]:
+async def lt_languages_post(svc: ServiceDep) -> list[LTLanguage]:
     return _languages(svc)
 
 
