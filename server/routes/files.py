@@ -11,18 +11,18 @@ are those of the file's texts.
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 import secrets
 import tempfile
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, JSONResponse
-from starlette.datastructures import UploadFile
+from pydantic import TypeAdapter, ValidationError
+from starlette.datastructures import FormData, UploadFile
 
 from ..auth import admit, identify, key_from_request
 from ..dependencies import ServiceDep, StateDep
@@ -35,6 +35,10 @@ from ..terms import translate_with_terms
 
 router = APIRouter(tags=["LibreTranslate compatible"])
 STORED_NAME = re.compile(r"^[0-9a-f]{32}\.[^/\\]{1,200}$")  # what translate_file writes
+# The JSON form fields, with what the 400 says they must be.
+GLOSSARY = TypeAdapter(dict[str, str]), "an object of terms"
+TERM_LIST = TypeAdapter(list[str]), "a list of terms"
+Parsed = TypeVar("Parsed")
 
 
 def files_dir(st: AppState) -> Path:
@@ -96,8 +100,8 @@ async def translate_file(request: Request, st: StateDep, svc: ServiceDep) -> JSO
         document = await asyncio.to_thread(open_document, upload.filename, await upload.read())
     except DocumentError as exc:
         raise bad_request("unsupported_file", str(exc), allowed=list(FORMATS)) from None
-    glossary = _json_field(form, "glossary", dict)
-    keep = _json_field(form, "do_not_translate", list)
+    glossary = _json_field(form, "glossary", *GLOSSARY)
+    keep = _json_field(form, "do_not_translate", *TERM_LIST)
     terms = await request_terms(st, caller, source, target, glossary, keep)
     svc.validate_texts(document.texts, limit_count=False)
     svc.validate_languages(source, target, None)
@@ -134,26 +138,27 @@ async def download_file(filename: str, st: StateDep) -> FileResponse:
     return FileResponse(path, filename=filename.split(".", 1)[1])
 
 
-def _field(form: Any, name: str) -> str:
+def _field(form: FormData, name: str) -> str:
     value = form.get(name)
     if not isinstance(value, str) or not value:
         raise bad_request("missing_field", f"Field {name!r} is required.", parameter=name)
     return value
 
 
-def _json_field(form: Any, name: str, kind: type) -> Any:
-    """An optional form field holding JSON of ``kind`` (the glossary's object, a list)."""
+def _json_field(
+    form: FormData, name: str, shape: TypeAdapter[Parsed], described: str
+) -> Parsed | None:
+    """An optional form field holding JSON of ``shape`` (the glossary's object of terms, a
+    list of terms); anything else answers 400 saying what it must be."""
     value = form.get(name)
     if value is None or value == "":
         return None
-    try:
-        parsed = json.loads(value) if isinstance(value, str) else None
-    except ValueError:
-        parsed = None
-    if not isinstance(parsed, kind):
-        shape = "an object of terms" if kind is dict else "a list of terms"
-        raise bad_request("invalid_field", f"Field {name!r} must be JSON: {shape}.", parameter=name)
-    return parsed
+    if isinstance(value, str):
+        try:
+            return shape.validate_json(value)
+        except ValidationError:
+            pass
+    raise bad_request("invalid_field", f"Field {name!r} must be JSON: {described}.", parameter=name)
 
 
 def _forget_old_files(root: Path, ttl_s: float) -> None:

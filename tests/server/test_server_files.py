@@ -124,3 +124,13 @@ def test_files_that_do_not_fit_are_refused_clearly(srv, module_server):
     keyed = module_server(api_keys=["k"])
     assert translate_file(keyed.url, "notes.txt", b"Hi.").status_code == 401
     assert translate_file(keyed.url, "notes.txt", b"Hi.", api_key="k").status_code == 200
+
+
+def test_terms_are_json_of_strings_or_a_400(srv):
+    kept = translate_file(srv.url, "notes.txt", b"Jesus said.", glossary='{"Jesus": "Jesus"}')
+    assert kept.status_code == 200, kept.text
+    for field, value in [("glossary", '{"Hi": 1}'), ("glossary", '["Hi"]'),
+                         ("do_not_translate", "[1]"), ("do_not_translate", "[")]:  # fmt: skip
+        r = translate_file(srv.url, "notes.txt", b"Hi.", **{field: value})
+        assert r.status_code == 400, (field, value, r.text)
+        assert r.json()["details"]["parameter"] == field and "must be JSON" in r.json()["error"]
