@@ -15,11 +15,11 @@ import shutil
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any
 
 from fastapi import FastAPI
 
 from .auth import require_api_key
+from .bundles import ServedBundle
 from .cache_fill import start_cache_fill, stop_cache_fill
 from .decoders import Decoders, LocalDecoders
 from .engines import EngineRegistry, Loader
@@ -46,7 +46,7 @@ log = logging.getLogger("server")
 
 def _lifespan(
     st: AppState,
-    bundles: list[Any] | None,
+    bundles: list[ServedBundle] | None,
     loader: Loader | None,
     decoders: Callable[[AppState], Decoders] | None,
 ) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
@@ -107,7 +107,7 @@ def create_app(
     settings: Settings | None = None,
     *,
     loader: Loader | None = None,
-    bundles: list[Any] | None = None,
+    bundles: list[ServedBundle] | None = None,
     decoders: Callable[[AppState], Decoders] | None = None,
 ) -> FastAPI:
     """Build the app. ``loader`` replaces the engine loader and ``bundles`` the bundle

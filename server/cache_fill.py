@@ -102,6 +102,8 @@ async def fill_engine_cache(st: AppState) -> dict[str, int]:
     cache = engine_cache(st.settings)
     quantization = saved_quantization(st.settings.resolved_compute_type)
     counts = dict.fromkeys(("built", "present", "failed"), 0)
+    if cache is None:  # no cache configured: nothing to fill
+        return counts
     entry_bytes = 0  # the last entry's: the next one's size, near enough
     loop = asyncio.get_running_loop()
     started = time.perf_counter()

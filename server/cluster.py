@@ -27,12 +27,14 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import ray
+from fastapi import FastAPI
 from prometheus_client import generate_latest
 from ray import serve
 from ray.exceptions import ActorUnavailableError, RayActorError
+from ray.serve import Application
 from ray.serve.handle import DeploymentHandle
 
 from .app import create_app
@@ -42,6 +44,7 @@ from .cluster_metrics import MetricsHub, merge_expositions, report_forever
 from .decoders import SERVED_BY, LocalDecoders
 from .engines import EngineRegistry, EngineUnavailable, default_loader
 from .metrics import Metrics
+from .schemas import JSONObject
 from .settings import Settings
 from .state import AppState, count_engine_cache_errors
 from .timing import record_longest
@@ -83,9 +86,12 @@ def replica_name() -> str:
     return f"{ctx.deployment}#{ctx.replica_id.unique_id}"
 
 
-def make_settings(overrides: dict[str, Any] | None = None) -> Settings:
+def make_settings(overrides: JSONObject | None = None) -> Settings:
     """The process's ``LSMT_*`` settings with the application's ``overrides``."""
-    return Settings(**(overrides or {}))
+    # keywords, as BaseSettings reads the environment in its constructor (model_validate
+    # does not); untyped, as beside the fields it takes typed options (_env_file, ...)
+    fields: dict[str, Any] = dict(overrides or {})
+    return Settings(**fields)
 
 
 def largest_route(bundles: list[ServedBundle]) -> ServedRoute | None:
@@ -117,7 +123,7 @@ class Translator:
 
     # Serve awaits an async constructor (the metrics report task starts in it).
     async def __init__(  # type: ignore[misc]
-        self, settings: dict[str, Any] | None, hub: DeploymentHandle[Any]
+        self, settings: JSONObject | None, hub: DeploymentHandle[MetricsHub]
     ) -> None:
         base = make_settings(settings)
         # CTranslate2 threads from this replica's CPUs, not the host's core count.
@@ -253,7 +259,7 @@ class ClusterDecoders:
     picks for the engine key (``multiplex``), or to any replica (key-blind balancing, the
     baseline the cluster benchmark compares with)."""
 
-    def __init__(self, translator: DeploymentHandle[Any], multiplex: bool = True) -> None:
+    def __init__(self, translator: DeploymentHandle[Translator], multiplex: bool = True) -> None:
         self.translator = translator
         self.multiplex = multiplex
 
@@ -317,9 +323,9 @@ class Ingress:
 
     async def __init__(  # type: ignore[misc]  # Serve awaits an async constructor
         self,
-        translator: DeploymentHandle[Any],
-        hub: DeploymentHandle[Any],
-        settings: dict[str, Any] | None = None,
+        translator: DeploymentHandle[Translator],
+        hub: DeploymentHandle[MetricsHub],
+        settings: JSONObject | None = None,
         multiplex: bool = True,
     ) -> None:
         self.replica = replica_name()
@@ -336,7 +342,7 @@ class Ingress:
             report_forever(hub, self.replica, self.state.metrics.registry)
         )
 
-    def __serve_build_asgi_app__(self) -> Any:
+    def __serve_build_asgi_app__(self) -> FastAPI:
         return self.asgi
 
     async def metrics_view(self) -> bytes:
@@ -354,7 +360,16 @@ class Ingress:
             self.reporting.cancel()
 
 
-def build_app(args: dict[str, Any]) -> Any:
+class AppArgs(TypedDict, total=False):
+    """``build_app``'s arguments, a Serve config's ``args`` (``deploy/serve.yaml``)."""
+
+    settings: JSONObject
+    translators: int
+    translator_cpus: float
+    multiplex: bool
+
+
+def build_app(args: AppArgs) -> Application:
     """The application for ``serve run`` / a Serve config (``import_path:
     server.cluster:build_app``). ``args``: ``settings``, overrides of ``LSMT_*`` for every
     replica (bundles, budgets, limits; never keys: those come from the environment),
@@ -363,7 +378,7 @@ def build_app(args: dict[str, Any]) -> Any:
     key-blind, for comparison)."""
     settings = dict(args.get("settings") or {})
     multiplex = bool(args.get("multiplex", True))
-    options: dict[str, Any] = {}
+    options: JSONObject = {}
     if "translators" in args:
         options["num_replicas"] = int(args["translators"])
     if "translator_cpus" in args:
@@ -371,4 +386,5 @@ def build_app(args: dict[str, Any]) -> Any:
     # the deployment decorators make the classes Deployments, which mypy does not see
     hub = MetricsHub.bind()  # type: ignore[attr-defined]
     translator = Translator.options(**options).bind(settings, hub)  # type: ignore[attr-defined]
-    return Ingress.bind(translator, hub, settings, multiplex)  # type: ignore[attr-defined]
+    app: Application = Ingress.bind(translator, hub, settings, multiplex)  # type: ignore[attr-defined]
+    return app

@@ -14,7 +14,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Iterator
-from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.metrics_core import Metric
@@ -45,7 +44,7 @@ class MetricsHub:
 
 
 async def report_forever(
-    hub: DeploymentHandle[Any], replica: str, registry: CollectorRegistry
+    hub: DeploymentHandle[MetricsHub], replica: str, registry: CollectorRegistry
 ) -> None:
     """Send ``registry`` to the hub every ``REPORT_INTERVAL_S``, until cancelled."""
     while True:

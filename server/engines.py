@@ -36,7 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from lsmt_bundle.packages import ModelPackage, ServedModel
 from lsmt_core.routes import Route, route_key
@@ -47,6 +47,9 @@ from .metrics import Metrics
 from .schemas import EngineInfo
 from .settings import Settings
 
+if TYPE_CHECKING:
+    from lsmt_bundle.engine_cache import EngineCache
+
 log = logging.getLogger("server.engines")
 
 # loader(bundle, route, settings) -> (translator, nbytes)
@@ -55,6 +58,16 @@ Loader = Callable[[ServedModel, Route, Settings], tuple[RouteEngine, int]]
 # How long eviction waits for an engine's runtime to count its last batch done (module doc):
 # the count lags by a thread switch, so this is only reached by a batch that really runs on.
 SETTLE_S = 0.5
+
+
+class EngineOptions(TypedDict):
+    """What a route's engine is opened with (``lsmt_bundle.engines.open_engine``'s options)."""
+
+    device: str
+    device_index: int
+    compute_type: str
+    inter_threads: int
+    intra_threads: int
 
 
 def wait_until_idle(translator: RouteEngine, timeout: float = SETTLE_S) -> bool:
@@ -81,7 +94,7 @@ def default_loader(
     from lsmt_bundle.engines import open_engine
 
     opener = open_lanes(settings.bulk_nice) if settings.express_engine_apart else open_engine
-    options: dict[str, Any] = {
+    options: EngineOptions = {
         "device": settings.resolved_device,
         "device_index": settings.device_index,
         "compute_type": settings.resolved_compute_type,
@@ -96,13 +109,13 @@ def default_loader(
 
 
 @functools.cache
-def _engine_cache(root: Path, max_bytes: int) -> Any:
+def _engine_cache(root: Path, max_bytes: int) -> EngineCache:
     from lsmt_bundle.engine_cache import EngineCache
 
     return EngineCache(root, max_bytes)
 
 
-def engine_cache(settings: Settings) -> Any:
+def engine_cache(settings: Settings) -> EngineCache | None:
     """The engine cache of ``settings`` (one per directory and bound), or None."""
     if settings.engine_cache_dir is None:
         return None

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from lsmt_bundle.contracts import Engine
 
@@ -85,7 +85,7 @@ def open_lanes(bulk_nice: int) -> Callable[..., tuple[LaneEngines, int]]:
     (one worker); their bytes summed. Both open side by side, so a cold route waits for the
     slower of the two, not for both."""
 
-    def open_pair(model: Path, *, inter_threads: int, **options: Any) -> tuple[LaneEngines, int]:
+    def open_pair(model: Path, *, inter_threads: int, **options: object) -> tuple[LaneEngines, int]:
         from lsmt_bundle.engines import open_engine
 
         bulk_opening = start_niced(

@@ -9,6 +9,7 @@ limits the service enforces.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import FastAPI
@@ -20,17 +21,22 @@ from .settings import Settings
 
 # Request models referenced by ``$ref`` only (see routes.libretranslate.request_body).
 REFERENCED_MODELS: tuple[type[BaseModel], ...] = (LTTranslateRequest, LTDetectRequest)
+# The document or a part of it, as FastAPI types it (``get_openapi``, ``FastAPI.openapi``).
+OpenAPIObject = dict[str, Any]
+# JSON Schema keywords of one JSON type: bounds, and an array's ``items`` keywords.
+Keywords = Mapping[str, int | Mapping[str, int]]
+ByType = Mapping[str, Keywords]  # JSON type ("string", "array", ...) -> its keywords
 
 
-def configured_ranges(s: Settings) -> dict[str, dict[str, dict[str, Any]]]:
+def configured_ranges(s: Settings) -> dict[str, dict[str, ByType]]:
     """Component -> property -> JSON type -> keywords. A text must also hold a non-space
     character, which the schema does not say (the 400 ``empty_text`` does)."""
     text = {"minLength": 1, "maxLength": s.max_chars_per_text}
-    texts = {
+    texts: ByType = {
         "string": text,
         "array": {"minItems": 1, "maxItems": s.max_texts, "items": text},
     }
-    alternatives = {"integer": {"minimum": 0, "maximum": s.max_alternatives}}
+    alternatives: ByType = {"integer": {"minimum": 0, "maximum": s.max_alternatives}}
     return {
         "TranslateRequest": {
             "text": texts,
@@ -43,19 +49,19 @@ def configured_ranges(s: Settings) -> dict[str, dict[str, dict[str, Any]]]:
     }
 
 
-def _constrain(prop: dict[str, Any], by_type: dict[str, dict[str, Any]]) -> None:
+def _constrain(prop: OpenAPIObject, by_type: ByType) -> None:
     for branch in prop.get("anyOf", [prop]):
         keywords = by_type.get(branch.get("type"))
         if not keywords:
             continue
         for key, value in keywords.items():
-            if key == "items":
-                branch.setdefault("items", {}).update(value)
+            if isinstance(value, Mapping):  # an array's items
+                branch.setdefault(key, {}).update(value)
             else:
                 branch[key] = value
 
 
-def build_openapi(app: FastAPI, settings: Settings) -> dict[str, Any]:
+def build_openapi(app: FastAPI, settings: Settings) -> OpenAPIObject:
     schema = get_openapi(
         title=app.title, version=app.version, description=app.description, routes=app.routes
     )
@@ -71,7 +77,7 @@ def build_openapi(app: FastAPI, settings: Settings) -> dict[str, Any]:
 
 
 def install_openapi(app: FastAPI, settings: Settings) -> None:
-    def openapi() -> dict[str, Any]:
+    def openapi() -> OpenAPIObject:
         if app.openapi_schema is None:
             app.openapi_schema = build_openapi(app, settings)
         return app.openapi_schema

@@ -8,7 +8,7 @@ ranges into the document.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict
 
@@ -17,7 +17,7 @@ from lsmt_bundle.packages import ModelKind
 from .output_checks import Flag
 
 
-def _not_a_bool(value: Any) -> Any:
+def _not_a_bool(value: object) -> object:
     if isinstance(value, bool):  # Python's bool is an int: say no before pydantic says yes
         raise ValueError("must be an integer, not a boolean")
     return value
@@ -348,7 +348,7 @@ class LTErrorResponse(BaseModel):
     request_id: str | None = None
 
 
-def _errors(model: type[BaseModel], described: dict[int, str]) -> dict[int | str, dict[str, Any]]:
+def _errors(model: type[BaseModel], described: dict[int, str]) -> dict[int | str, JSONObject]:
     return {status: {"model": model, "description": d} for status, d in described.items()}
 
 

@@ -12,7 +12,7 @@ import functools
 import json
 import os
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -223,12 +223,12 @@ class Settings(BaseSettings):
 
     @field_validator("keys_db", mode="before")
     @classmethod
-    def _path_as_text(cls, v: Any) -> Any:
+    def _path_as_text(cls, v: object) -> object:
         return str(v) if isinstance(v, Path) else v
 
     @field_validator("api_keys", "admin_keys", "warmup_routes", "bundles", mode="before")
     @classmethod
-    def _split_list(cls, v: Any) -> Any:
+    def _split_list(cls, v: object) -> object:
         """Environment values may be JSON lists or comma-separated."""
         if isinstance(v, str):
             text = v.strip()

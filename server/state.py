@@ -11,7 +11,6 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from lsmt_core.routes import parse_route, route_key
 
@@ -58,11 +57,12 @@ class AppState:
     request_id_header: bool = True
 
 
-def load_bundles(st: AppState, bundles: list[Any] | None) -> None:
-    """The injected ``bundles`` (tests, embedding), else the configured directories; a
-    bundle that cannot be opened is recorded for readiness, not fatal."""
+def load_bundles(st: AppState, bundles: list[ServedBundle] | None) -> None:
+    """The injected ``bundles`` (opened already: ``python -m server``, tests, embedding),
+    else the configured directories; a bundle that cannot be opened is recorded for
+    readiness, not fatal."""
     if bundles is not None:
-        st.bundles = [b if isinstance(b, ServedBundle) else ServedBundle(b) for b in bundles]
+        st.bundles = list(bundles)
     else:
 
         def record(path: Path, exc: Exception) -> None:
