@@ -5,7 +5,8 @@
 
 LibreTranslate (the registry's ``libretranslate``, installed by this script into a virtualenv
 of its own, ``--venv``) serves the bundle's routes exported as Argos Translate packages
-(``python -m model_export argos``), offline; LSMT serves the bundle. Both decode greedily
+(``python -m model_export argos``), offline; LSMT serves the bundle, or with ``--lsmt-serves
+packages`` those same packages (docs/deploy.md, moving from LibreTranslate). Both decode greedily
 with int8 CTranslate2 engines and the same threads (2 translations in parallel, one thread
 each); LSMT without its repetition guards and output checks, which LibreTranslate lacks, and
 with an engine cache (a fresh one in ``--out``) that it fills in the background after start
@@ -73,8 +74,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_false",
         help="LSMT without an engine cache (each route assembled on its first request)",
     )
+    p.add_argument(
+        "--lsmt-serves",
+        choices=("bundle", "packages"),
+        default="bundle",
+        help="what LSMT serves: the bundle, or the Argos packages LibreTranslate serves (ready "
+        "models: no engine cache)",
+    )
     p.add_argument("--out", type=Path, default=ROOT / "runs" / "peer")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.lsmt_serves == "packages":
+        args.engine_cache = False  # a package is its own engine: nothing to build
+    return args
 
 
 def python_with(root: Path, requirements: list[str]) -> Path:
@@ -249,8 +260,10 @@ def main(argv: list[str] | None = None) -> dict:
         return {"engine_cache": True, "cache_fill_s": wait_for_cache_fill(server.url, engines)}
 
     cache = args.out / "lsmt-engine-cache" if args.engine_cache else None
+    served = packages if args.lsmt_serves == "packages" else args.bundle
+    result["lsmt_serves"] = args.lsmt_serves
     servers = {
-        "lsmt": (lambda: lsmt_server(args.bundle, cache), lsmt_settle),
+        "lsmt": (lambda: lsmt_server(served, cache), lsmt_settle),
         "libretranslate": (
             lambda: libretranslate_server(python, home, languages),
             lambda server: {},
