@@ -52,8 +52,9 @@ def build_settings(args: argparse.Namespace) -> Settings:
     return base.model_copy(update=overrides) if overrides else base
 
 
-def open_bundles(settings: Settings) -> list[ServedBundle]:
-    """Open every bundle or exit with a message saying what is missing or wrong."""
+def open_bundles(settings: Settings) -> tuple[list[ServedBundle], dict[str, str]]:
+    """Open every bundle or exit with a message saying what is missing or wrong; also the
+    ready models that could not be opened (name -> reason: the app's ``disabled_models``)."""
     from .bundles import open_bundle_dirs
 
     if not settings.bundles and not settings.default_bundle_dir.is_dir():
@@ -69,10 +70,13 @@ def open_bundles(settings: Settings) -> list[ServedBundle]:
             sys.exit(f"error: bundle directory {path} does not exist.")
         sys.exit(f"error: bundle {path} is not valid: {exc}")
 
+    disabled: dict[str, str] = {}
+
     def disable(path: Path, exc: Exception) -> None:
+        disabled[path.name] = str(exc)
         logging.getLogger("server").error("model %s is not served: %s", path, exc)
 
-    return open_bundle_dirs(settings.bundle_dirs, fail, disable)
+    return open_bundle_dirs(settings.bundle_dirs, fail, disable), disabled
 
 
 def serve(
@@ -134,10 +138,11 @@ def main(argv: list[str] | None = None) -> None:
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    bundles = open_bundles(settings)
+    bundles, disabled = open_bundles(settings)
     from .app import create_app
 
     app = create_app(settings, bundles=bundles)
+    app.state.lsmt.disabled_models.update(disabled)  # /readyz and /v1/models say why
     serve(app, args.host, args.port, settings)
 
 

@@ -55,8 +55,8 @@ class ServedBundle:
         return [r for r, s in self._served_routes.items() if s.engine_key == key]
 
     def route_bytes(self, route: Route) -> int:
-        """Bytes of the module files the route's engine is assembled from (0 for files the
-        manifest does not record)."""
+        """Bytes on disk of what the route's engine is made from: a bundle's module files,
+        a ready model's model.bin."""
         return self.bundle.route_bytes(route)
 
     @property

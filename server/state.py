@@ -33,8 +33,9 @@ class AppState:
     metrics: Metrics
     bundles: list[ServedBundle] = field(default_factory=list)
     bundle_errors: dict[str, str] = field(default_factory=dict)
-    # ready models (Argos packages, CTranslate2 folders) that could not be opened: path ->
-    # reason. Only their routes are missing: the server is ready (status "degraded").
+    # ready models (Argos packages, CTranslate2 folders) that could not be opened: the name
+    # of their file or folder -> reason. Only their routes are missing: the server is ready
+    # (status "degraded").
     disabled_models: dict[str, str] = field(default_factory=dict)
     registry: EngineRegistry | None = None
     service: TranslationService | None = None

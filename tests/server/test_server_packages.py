@@ -115,3 +115,21 @@ def test_a_package_changed_on_disk_fails_its_route_with_the_file_named(
     assert "model/model.bin changed since the server opened it" in r.json()["error"]["message"]
     assert ok["model"] == "default-en_fr"
     assert "default-fr_en:model" in ready["failed_engines"]
+
+
+def test_python_m_server_reports_a_broken_package_and_serves_the_rest(argos_zips, tmp_path):
+    """The CLI opens the bundles itself (to exit on an invalid one): a broken package must
+    still reach /readyz, not only its log."""
+    import httpx
+
+    from loadtests.server_process import ServerProcess
+
+    shutil.copy(argos_zips / "default-en_fr.argosmodel", tmp_path)
+    (tmp_path / "broken.argosmodel").write_bytes(b"not a zip")
+    with ServerProcess([tmp_path]) as server:
+        ready = httpx.get(server.url + "/readyz", timeout=10)
+        r = httpx.post(server.url + "/v1/translate", timeout=60,
+                       json={"text": ["Hello."], "source": "en", "target": "fr"})  # fmt: skip
+    assert ready.status_code == 200 and ready.json()["status"] == "degraded"
+    assert "not a zip file" in ready.json()["disabled_models"]["broken.argosmodel"]
+    assert r.status_code == 200 and r.json()["model"] == "default-en_fr"
