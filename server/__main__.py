@@ -128,7 +128,7 @@ def block_torch() -> None:
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["keys"]:  # python -m server keys add|list|remove|set-limits
-        from .keys import main as keys_main
+        from .keys.cli import main as keys_main
 
         sys.exit(keys_main(argv[1:]))
     block_torch()

@@ -230,3 +230,29 @@ class SlowTranslator:
 def slow() -> Callable[..., Any]:
     """slow(delay_s, calls=None, load_delay_s=0.0) -> loader (see slow_loader)."""
     return slow_loader
+
+
+# -- keys databases (tests/server/databases.py) ---------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def postgres(tmp_path_factory) -> Iterator[Any]:
+    """One PostgreSQL server for the module's tests (skipped where pgserver is not installed);
+    each test makes its own database on it (databases.new_database)."""
+    pytest.importorskip("pgserver", reason="PostgreSQL for the tests comes from pgserver")
+    from tests.server.databases import start_postgres
+
+    server = start_postgres(tmp_path_factory.mktemp("pg"))
+    yield server
+    server.cleanup()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def keys_db(request, tmp_path) -> str:
+    """Where a test's keys database is: a SQLite file, or a new database on the module's
+    PostgreSQL server."""
+    if request.param == "sqlite":
+        return str(tmp_path / "keys.db")
+    from tests.server.databases import new_database
+
+    return new_database(request.getfixturevalue("postgres"))

@@ -291,9 +291,9 @@ def serve_pausing_in_a_usage_transaction(pause: Pause, bundle: Path, db: Path) -
     request's usage transaction, its counters written and not yet committed."""
     import itertools
 
-    from server import keys
+    from server.keys.store import Transaction
 
-    commit = keys._Transaction.__exit__
+    commit = Transaction.__exit__
     counted = itertools.count(1)
 
     def pause_then_commit(self, exc_type, *rest):  # type: ignore[no-untyped-def]
@@ -301,7 +301,7 @@ def serve_pausing_in_a_usage_transaction(pause: Pause, bundle: Path, db: Path) -
             pause()
         return commit(self, exc_type, *rest)
 
-    keys._Transaction.__exit__ = pause_then_commit
+    Transaction.__exit__ = pause_then_commit  # type: ignore[method-assign]
     serve_telling_the_port(pause, bundles=[bundle], keys_db=db)
 
 

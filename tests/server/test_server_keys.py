@@ -7,66 +7,17 @@ limit answers 429 with Retry-After and a body naming it, wrong, revoked or missi
 
 from __future__ import annotations
 
-import itertools
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import httpx
 import pytest
 
 from server.keys import KeyStore, KeyStoreUnavailable, Limits, redacted
+from tests.server.databases import database_dump, new_database, start_postgres
 
 NOW = 1_800_000_030.0  # 30 s into a minute
-_DATABASES = itertools.count()
-
-
-def start_postgres(data_dir: Path):
-    import pgserver
-
-    return pgserver.get_server(data_dir, cleanup_mode="stop")
-
-
-@pytest.fixture(scope="module")
-def postgres(tmp_path_factory) -> Iterator:
-    """One PostgreSQL server for the module's tests; each test makes its own database."""
-    server = start_postgres(tmp_path_factory.mktemp("pg"))
-    yield server
-    server.cleanup()
-
-
-def new_database(server) -> str:
-    """The URL of a new, empty database on ``server``."""
-    name = f"keys_{next(_DATABASES)}"
-    server.psql(f"CREATE DATABASE {name};")
-    return server.get_uri(name)
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def keys_db(request, tmp_path) -> str:
-    """Where a test's keys database is: a SQLite file, or a database on a PostgreSQL server."""
-    if request.param == "sqlite":
-        return str(tmp_path / "keys.db")
-    return new_database(request.getfixturevalue("postgres"))
-
-
-@pytest.fixture
-def database_bytes(request) -> Callable[[str], bytes]:
-    """dump(keys_db) -> every byte the database holds: the SQLite file, or PostgreSQL's dump."""
-
-    def dump(location: str) -> bytes:
-        if not location.startswith("postgresql://"):
-            return Path(location).read_bytes()
-        import pgserver
-
-        pg_dump = Path(pgserver.__file__).parent / "pginstall" / "bin" / "pg_dump"
-        out = subprocess.run([str(pg_dump), location], capture_output=True, check=True)
-        assert b"api_keys" in out.stdout  # the dump holds the tables it should
-        return out.stdout
-
-    return dump
 
 
 def test_each_limit_hits_exactly_at_its_number(keys_db):
@@ -106,7 +57,7 @@ def test_concurrent_requests_cannot_overshoot(keys_db):
     assert sum(admitted) == 25 and len(admitted) == 80
 
 
-def test_counters_and_keys_survive_a_restart_and_keys_are_stored_hashed(keys_db, database_bytes):
+def test_counters_and_keys_survive_a_restart_and_keys_are_stored_hashed(keys_db):
     store = KeyStore(keys_db)
     key = store.add("team-a", Limits(requests_per_minute=2))
     assert store.consume("key:1", 5, Limits(requests_per_minute=2), NOW) is None
@@ -114,7 +65,7 @@ def test_counters_and_keys_survive_a_restart_and_keys_are_stored_hashed(keys_db,
     again = KeyStore(keys_db)
     assert again.find(key).name == "team-a" and again.find(key).limits.requests_per_minute == 2
     assert again.usage("key:1", NOW)["minute"]["requests"] == 1
-    assert key.encode() not in database_bytes(keys_db)
+    assert key.encode() not in database_dump(keys_db)
     assert again.revoke("team-a") and again.find(key).revoked
     assert again.set_limits("team-a", chars_per_day=1000, requests_per_minute=None)
     assert again.find(key).limits == Limits(chars_per_day=1000)
