@@ -43,6 +43,12 @@ SCHEMA = (
 )""",
 )
 
+# How long a writer waits for another's lock (SQLite's busy timeout, PostgreSQL's
+# lock_timeout), and how long PostgreSQL lets a transaction sit idle (ours take milliseconds
+# between their statements) before it ends the session and releases its locks.
+LOCK_TIMEOUT_MS = 10_000
+IDLE_IN_TRANSACTION_MS = 5_000
+
 # A row as the driver returns it: sqlite3 and psycopg leave its values untyped.
 Row = tuple[Any, ...]
 Params = tuple[str | int | float | None, ...]
@@ -126,7 +132,7 @@ class SQLite(Dialect):
     def connect(self) -> Connection:
         # autocommit mode: transactions are the explicit BEGIN of each operation
         db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        db.execute("PRAGMA busy_timeout = 10000")  # other processes' transactions
+        db.execute(f"PRAGMA busy_timeout = {LOCK_TIMEOUT_MS}")  # other processes' transactions
         if self.path != ":memory:":
             # readers never wait for a writer
             db.execute("PRAGMA journal_mode = WAL")
@@ -166,7 +172,14 @@ class Postgres(Dialect):
         self.integrity_error = psycopg.IntegrityError
 
     def connect(self) -> Connection:
-        return self.psycopg.connect(self.url, autocommit=True, connect_timeout=10)
+        db = self.psycopg.connect(self.url, autocommit=True, connect_timeout=10)
+        # A subject's lock is waited for as long as SQLite's write lock, then 503. A client
+        # that hangs in a transaction, or whose host died without closing its connection
+        # (the server would notice only by TCP keepalive, hours later), holds the subject's
+        # lock: the server ends its session after a while, so the others go on.
+        db.execute(f"SET lock_timeout = {LOCK_TIMEOUT_MS}")
+        db.execute(f"SET idle_in_transaction_session_timeout = {IDLE_IN_TRANSACTION_MS}")
+        return db
 
     def lock(self, db: Connection, subject: str) -> None:
         db.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (subject,))

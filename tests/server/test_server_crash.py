@@ -2,8 +2,10 @@
 server reloading, each killed with SIGKILL at its worst moment in a real child process
 (tests/kill_points.py), leave the old bundle or the new one, never half of one: a restarted
 server answers on every route, and a rerun of the addition completes and cleans up after the
-killed one. A server killed while its keys database counts usage under load (SQLite) leaves
-the database whole, with exactly the requests committed before the kill. An engine cache
+killed one. A server killed while its keys database counts usage under load (a SQLite file;
+PostgreSQL) leaves the database whole, with exactly the requests committed before the kill;
+with two servers sharing the database, the survivor goes on and every answered request is
+counted exactly once. An engine cache
 whose disk is full or whose directory cannot be written is skipped with a warning and a
 metric, and every request is still answered."""
 
@@ -16,6 +18,7 @@ import os
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -24,6 +27,7 @@ import pytest
 from loadtests.server_process import metric_sum
 from lsmt_bundle import load_bundle
 from tests.kill_points import Pause, PausedChild
+from tests.server.databases import integrity_problems
 
 pytestmark = pytest.mark.integration
 
@@ -281,12 +285,17 @@ def test_an_unwritable_engine_cache_is_skipped_with_a_warning_and_a_metric(
 
 
 # -- killed mid-way: the keys database counting usage under load -------------------------------
+# Every request below is counted (its key has a limit) before it is translated, so a request is
+# answered only after its usage transaction committed: a request answered 200 must be in the
+# database exactly once, and the one whose transaction is killed must not be.
 
-PAUSE_AT = 12  # the request whose usage transaction is killed before its COMMIT
-CLIENTS = 4
+PAUSE_AT = 12  # the killed server's request whose usage transaction is killed before its COMMIT
+CLIENTS = 4  # on each server, each sending one request at a time
+AFTER_KILL = 5  # requests each client of the surviving server sends once the other is killed
+BODY = {"text": TEXT, "source": "en", "target": "de", "beam_size": 1}
 
 
-def serve_pausing_in_a_usage_transaction(pause: Pause, bundle: Path, db: Path) -> None:
+def serve_pausing_in_a_usage_transaction(pause: Pause, bundle: Path, db: str) -> None:
     """In the child: the real server with the keys database ``db``, pausing in the PAUSE_AT-th
     request's usage transaction, its counters written and not yet committed."""
     import itertools
@@ -305,61 +314,133 @@ def serve_pausing_in_a_usage_transaction(pause: Pause, bundle: Path, db: Path) -
     serve_telling_the_port(pause, bundles=[bundle], keys_db=db)
 
 
+def serve_counting_usage(pause: Pause, bundle: Path, db: str) -> None:
+    """In the child: the real server with the keys database ``db``; it never pauses."""
+    serve_telling_the_port(pause, bundles=[bundle], keys_db=db)
+
+
+def started(child: PausedChild) -> str:
+    url = f"http://127.0.0.1:{child.heard()}"
+    wait_ready(url, child)
+    return url
+
+
+def a_key_with_a_limit(db: str) -> tuple[str, str]:
+    """A new key whose usage is counted (it has a limit no test reaches): the key and its
+    subject in the usage table."""
+    from server.keys import KeyStore, Limits
+
+    store = KeyStore(db)
+    key = store.add("team", Limits(chars_per_day=10**9))
+    record = store.find(key)
+    store.close()
+    assert record is not None
+    return key, f"key:{record.id}"
+
+
+def counted(db: str, subject: str) -> dict[str, int]:
+    """The subject's usage of the day, as the database holds it."""
+    from server.keys import KeyStore
+
+    store = KeyStore(db)
+    try:
+        return store.usage(subject)["day"]
+    finally:
+        store.close()
+
+
 def send_until_the_server_dies(url: str, key: str, statuses: list[int]) -> None:
-    body = {"text": TEXT, "source": "en", "target": "de", "beam_size": 1}
-    with httpx.Client(base_url=url, timeout=60, headers={"X-API-Key": key}) as c:
+    with httpx.Client(base_url=url, timeout=120, headers={"X-API-Key": key}) as c:
         while True:
             try:
-                statuses.append(c.post("/v1/translate", json=body).status_code)
+                statuses.append(c.post("/v1/translate", json=BODY).status_code)
             except httpx.TransportError:
                 return
 
 
+def send_until_after(killed: threading.Event, url: str, key: str, statuses: list[int]) -> None:
+    """Send requests one at a time until AFTER_KILL of them were sent after ``killed`` is set
+    (the server is never to die: a transport error fails the test)."""
+    after = 0
+    with httpx.Client(base_url=url, timeout=120, headers={"X-API-Key": key}) as c:
+        while after < AFTER_KILL:
+            after += killed.is_set()
+            statuses.append(c.post("/v1/translate", json=BODY).status_code)
+
+
+def clients(target: Callable[..., None], *args: object) -> list[threading.Thread]:
+    threads = [threading.Thread(target=target, args=args) for _ in range(CLIENTS)]
+    for thread in threads:
+        thread.start()
+    return threads
+
+
+def joined(threads: list[threading.Thread]) -> None:
+    for thread in threads:
+        thread.join(300)
+        assert not thread.is_alive(), "a client is still waiting for an answer"
+
+
 def test_a_server_killed_while_counting_usage_loses_no_committed_request(
-    tiny_bundle, make_server, tmp_path
+    keys_db, tiny_bundle, make_server
 ):
     """Clients send requests with a key, each one at a time, until the server is killed in a
-    request's usage transaction: the database is whole, holds exactly the requests counted
-    before (every one answered 200 among them), not the killed one, and counts on after a
-    restart."""
-    import contextlib
-    import sqlite3
-
-    from server.keys import KeyStore, Limits
-
-    db = tmp_path / "keys.db"
-    store = KeyStore(db)
-    key = store.add("team", Limits(chars_per_day=10**9))  # a limit: usage is counted
-    record = store.find(key)
-    assert record is not None
-    subject = f"key:{record.id}"
-    store.close()
+    request's usage transaction: the database (a SQLite file; PostgreSQL) is whole, holds
+    exactly the requests counted before (every one answered 200 among them), not the killed
+    one, and counts on after a restart."""
+    key, subject = a_key_with_a_limit(keys_db)
     statuses: list[int] = []
-    with PausedChild(serve_pausing_in_a_usage_transaction, tiny_bundle, db) as child:
-        url = f"http://127.0.0.1:{child.heard()}"
-        wait_ready(url, child)
-        clients = [
-            threading.Thread(target=send_until_the_server_dies, args=(url, key, statuses))
-            for _ in range(CLIENTS)
-        ]
-        for client in clients:
-            client.start()
+    with PausedChild(serve_pausing_in_a_usage_transaction, tiny_bundle, keys_db) as child:
+        sending = clients(send_until_the_server_dies, started(child), key, statuses)
         child.wait_paused()
         child.kill()
-        for client in clients:
-            client.join(60)
+        joined(sending)
     assert set(statuses) == {200}
     # counted and not answered: at most the other clients' one request in flight each
     assert PAUSE_AT - CLIENTS <= len(statuses) <= PAUSE_AT - 1
-    with contextlib.closing(sqlite3.connect(db)) as check:
-        assert check.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
-    store = KeyStore(db)
-    assert store.usage(subject)["day"]["requests"] == PAUSE_AT - 1
-    store.close()
-    server = make_server(keys_db=db)  # the restart
+    assert integrity_problems(keys_db) == []
+    assert counted(keys_db, subject) == {
+        "requests": PAUSE_AT - 1,
+        "chars": (PAUSE_AT - 1) * len(TEXT),
+    }
+    server = make_server(keys_db=keys_db)  # the restart
     with server.client(headers={"X-API-Key": key}) as c:
-        body = {"text": TEXT, "source": "en", "target": "de"}
-        assert c.post("/v1/translate", json=body).status_code == 200
-    store = KeyStore(db)
-    assert store.usage(subject)["day"]["requests"] == PAUSE_AT
-    store.close()
+        assert c.post("/v1/translate", json=BODY).status_code == 200
+    assert counted(keys_db, subject)["requests"] == PAUSE_AT
+
+
+def test_two_servers_sharing_a_database_count_each_answered_request_once_when_one_is_killed(
+    keys_db, tiny_bundle
+):
+    """Two server processes share one keys database (a SQLite file; PostgreSQL), clients on
+    both send requests with one key (so both count one subject's rows, under its one lock),
+    and one server is killed in a usage transaction, holding that lock. The survivor goes on
+    answering (every request 200), and the database holds exactly the killed server's
+    committed requests (PAUSE_AT - 1) and every request the survivor answered: none lost,
+    none twice, the killed one not at all; and it passes its integrity check, while the
+    survivor still has it open and after."""
+    key, subject = a_key_with_a_limit(keys_db)
+    killed_statuses: list[int] = []
+    survivor_statuses: list[int] = []
+    killed = threading.Event()
+    with (
+        PausedChild(serve_counting_usage, tiny_bundle, keys_db) as survivor,
+        PausedChild(serve_pausing_in_a_usage_transaction, tiny_bundle, keys_db) as child,
+    ):
+        survivor_url, url = started(survivor), started(child)
+        sending = clients(send_until_the_server_dies, url, key, killed_statuses)
+        surviving = clients(send_until_after, killed, survivor_url, key, survivor_statuses)
+        child.wait_paused()
+        child.kill()
+        killed.set()
+        joined(sending)
+        joined(surviving)
+        assert integrity_problems(keys_db) == []  # the survivor still has it open
+        survivor_counted = metric_sum(survivor_url, "lsmt_caller_requests_total", kind="key")
+    assert set(killed_statuses) == {200} and set(survivor_statuses) == {200}
+    assert PAUSE_AT - CLIENTS <= len(killed_statuses) <= PAUSE_AT - 1
+    assert len(survivor_statuses) >= CLIENTS * AFTER_KILL  # it went on serving
+    assert survivor_counted == len(survivor_statuses)  # it counted each of its requests once
+    requests = PAUSE_AT - 1 + len(survivor_statuses)
+    assert counted(keys_db, subject) == {"requests": requests, "chars": requests * len(TEXT)}
+    assert integrity_problems(keys_db) == []

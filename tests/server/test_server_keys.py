@@ -10,11 +10,13 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+import time
 
 import httpx
 import pytest
 
 from server.keys import KeyStore, KeyStoreUnavailable, Limits, redacted
+from tests.kill_points import Pause, PausedChild
 from tests.server.databases import database_dump, new_database, start_postgres
 
 NOW = 1_800_000_030.0  # 30 s into a minute
@@ -179,6 +181,53 @@ def test_an_unreachable_database_is_an_error_that_passes(tmp_path):
     store.close()
     server.cleanup()
     assert redacted("postgresql://lsmt:s3cret@db:5432/keys") == "postgresql://lsmt:***@db:5432/keys"
+
+
+def hold_a_subjects_lock(pause: Pause, url: str) -> None:
+    """In the child: count a request for ``key:1`` and pause before COMMIT, its transaction
+    open and the subject's lock held, its connection open and silent: what the database sees
+    of a process that hangs, or of one whose host died."""
+    from server.keys.store import Transaction
+
+    commit = Transaction.__exit__
+
+    def pause_then_commit(self, exc_type, *rest):  # type: ignore[no-untyped-def]
+        if self.subject is not None:
+            pause()
+        return commit(self, exc_type, *rest)
+
+    Transaction.__exit__ = pause_then_commit  # type: ignore[method-assign]
+    KeyStore(url).consume("key:1", 10, Limits(requests_per_minute=5), NOW)
+
+
+@pytest.mark.integration
+def test_a_process_that_hangs_holding_a_subjects_lock_holds_the_others_up_only_briefly(
+    postgres,
+):
+    """PostgreSQL ends the hung transaction's session after IDLE_IN_TRANSACTION_MS (the
+    connection of a dead host would otherwise hold the lock until TCP keepalive notices,
+    hours later): the other process's request for the subject is then counted, and the hung
+    one never is. (SQLite needs no such thing: its lock is the file's, released by the kernel
+    with the process; a hung process holds it, and the others answer 503 after the busy
+    timeout, as PostgreSQL's lock_timeout does when the holder is alive and slow.)"""
+    from server.keys.dialects import IDLE_IN_TRANSACTION_MS
+
+    url = new_database(postgres)
+    store = KeyStore(url)
+    answers: list[object] = []
+    with PausedChild(hold_a_subjects_lock, url) as hung:
+        hung.wait_paused()
+        counting = threading.Thread(
+            target=lambda: answers.append(store.consume("key:1", 10, Limits(), NOW)), daemon=True
+        )
+        began = time.monotonic()
+        counting.start()
+        counting.join(120)  # a budget, far over the server's timeout: a hang fails here
+        waited = time.monotonic() - began
+    assert answers == [None], "the request waited for the hung process's lock"
+    assert waited >= IDLE_IN_TRANSACTION_MS / 1000 * 0.9  # it was the lock it waited for
+    assert store.usage("key:1", NOW)["minute"] == {"requests": 1, "chars": 10}
+    store.close()
 
 
 @pytest.mark.integration
