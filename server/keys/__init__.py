@@ -13,7 +13,10 @@ the file's write lock, ``BEGIN IMMEDIATE``; PostgreSQL: a transaction-level advi
 the subject), and each counter moves by an upsert in SQL (``requests = usage.requests + 1``),
 never by a value computed in Python; so concurrent requests, in one process or in several
 sharing the database, cannot overshoot a limit, and a process killed mid-transaction leaves
-its request uncounted (the transaction never commits). A request over a limit is not counted.
+its request uncounted (the transaction never commits). A lock is waited for at most
+``dialects.LOCK_TIMEOUT_MS``; PostgreSQL ends a transaction left idle longer than
+``dialects.IDLE_IN_TRANSACTION_MS``, so a peer that hangs, or whose host died, does not hold a
+subject's lock for long. A request over a limit is not counted.
 A database that cannot be reached raises :class:`KeyStoreUnavailable` (the server answers
 503); PostgreSQL connections are opened on first use and opened again after they break.
 
