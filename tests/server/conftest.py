@@ -127,7 +127,8 @@ class LiveServer:
 
     def start(self) -> LiveServer:
         self.thread.start()
-        deadline = time.monotonic() + 30
+        # an event (uvicorn's flag) within a budget: two busy cores may take long to start
+        deadline = time.monotonic() + 120
         while not self.server.started:
             if not self.thread.is_alive() or time.monotonic() > deadline:
                 raise RuntimeError("uvicorn did not start")
@@ -142,7 +143,7 @@ class LiveServer:
     def client(self, **kw) -> httpx.Client:
         return httpx.Client(base_url=self.url, timeout=kw.pop("timeout", 60), **kw)
 
-    def wait_ready(self, timeout: float = 60) -> dict[str, Any]:
+    def wait_ready(self, timeout: float = 120) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         with self.client() as c:
             while True:

@@ -95,12 +95,23 @@ def test_only_short_requests_with_sentences_left_are_light(loop):
 
 
 def documents_then_one(
-    srv, document: dict, n: int, small: dict, after_s: float
+    srv, document: dict, n: int, small: dict, bulk_busy: bool = False
 ) -> dict[str, float]:
-    """Send ``n`` documents at once, then, once all are inside the server and ``after_s``
-    later, the small request; when each was answered (``doc<i>``, ``small``)."""
+    """Send ``n`` documents at once, then, once all are in the batcher's queue (and, with
+    ``bulk_busy``, every bulk slot runs a batch), the small request; when each was answered
+    (``doc<i>``, ``small``). Events, not sleeps: a loaded machine may take any time to
+    prepare the documents."""
     url = srv.url
     finished: dict[str, float] = {}
+    batcher = next(iter(srv.state.service.decoders.batchers.values()))
+    submit, submitted = batcher.submit, []
+
+    def counting_submit(sources, *args, **kwargs):  # on the server's event loop
+        job = submit(sources, *args, **kwargs)
+        submitted.append(len(sources))
+        return job
+
+    batcher.submit = counting_submit
 
     def send(name: str, body: dict) -> None:
         r = httpx.post(f"{url}/v1/translate", json=body, timeout=60)
@@ -110,11 +121,11 @@ def documents_then_one(
     threads = [threading.Thread(target=send, args=(f"doc{i}", document)) for i in range(n)]
     for t in threads:
         t.start()
-    deadline = time.monotonic() + 10  # a thread started late would arrive after the small one
-    while srv.state.http_in_flight < n:
-        assert time.monotonic() < deadline, "the documents did not reach the server"
+    deadline = time.monotonic() + 120  # a budget for events, not a wait for the work
+    while len(submitted) < n or (bulk_busy and batcher._busy["bulk"] < batcher._capacity["bulk"]):
+        assert time.monotonic() < deadline, ("the documents did not reach the batcher", submitted)
         time.sleep(0.005)
-    time.sleep(after_s)
+    assert submitted == [len(document["text"])] * n
     send("small", small)
     for t in threads:
         t.join()
@@ -134,7 +145,7 @@ def test_a_one_sentence_request_is_not_held_behind_documents(make_server, slow, 
     document = {**small, "text": ["Follow me."] * 24}
     assert httpx.post(f"{srv.url}/v1/translate", json=small, timeout=60).status_code == 200
     # the documents are queued (12 batches of 0.05 s at least) when the small one is sent
-    finished = documents_then_one(srv, document, 4, small, after_s=0.15)
+    finished = documents_then_one(srv, document, 4, small)
     last_document = max(v for k, v in finished.items() if k != "small")
     first_document = min(v for k, v in finished.items() if k != "small")
     if policy == "fair":
@@ -180,7 +191,7 @@ def test_the_express_lane_runs_a_short_request_in_a_small_batch(make_server):
     assert [name for name, _ in batches] == ["express"]  # alone, too
     batches.clear()
     # the documents are queued and both lanes busy when the small one is sent
-    finished = documents_then_one(srv, document, 3, small, after_s=0.3)
+    finished = documents_then_one(srv, document, 3, small, bulk_busy=True)
     assert finished["small"] < min(v for k, v in finished.items() if k != "small")
     doc_sentence = batches[0][1][0]  # every document sentence is the same
     with_small = [(n, b) for n, b in batches if any(s != doc_sentence for s in b)]

@@ -33,7 +33,7 @@ def fire(url: str, bodies: list[dict], workers: int | None = None):
 
 def test_overload_answers_429_at_once_and_every_request_is_answered(make_server, slow):
     srv = make_server(
-        loader=slow(1.0),
+        loader=slow(5.0),  # a batch far longer than a refusal takes on a loaded machine
         queue_size=1,
         max_batch_size=1,
         inter_threads=1,
@@ -51,16 +51,17 @@ def test_overload_answers_429_at_once_and_every_request_is_answered(make_server,
             assert payload["error"]["code"] == "queue_full"
             assert headers["retry-after"] == "2"
             assert "busy" in payload["error"]["message"] and payload["error"]["limit"] == 1
-            assert seconds < 0.9, seconds  # refused at once, not after a batch (1 s)
+            assert seconds < 4, seconds  # refused at once, not after a batch (5 s)
     assert post(srv.url, body)[0] == 200  # recovered
     assert srv.state.metrics.rejected.labels("queue_full")._value.get() == codes.count(429)
 
 
 def test_request_timeout_answers_504(make_server, slow):
-    srv = make_server(loader=slow(1.5), request_timeout_s=0.5)
+    # the batch outlasts the deadline by more than a loaded machine adds to an answer
+    srv = make_server(loader=slow(6.0), request_timeout_s=2.0)
     code, payload, _, seconds = post(srv.url, {"text": EN, "source": "en", "target": "de"})
     assert code == 504 and payload["error"]["code"] == "timeout"
-    assert payload["error"]["limit_s"] == 0.5 and 0.45 < seconds < 1.4
+    assert payload["error"]["limit_s"] == 2.0 and 1.95 < seconds < 5.5
 
 
 def _corrupt(bundle, lang: str) -> None:
@@ -71,7 +72,9 @@ def _corrupt(bundle, lang: str) -> None:
 
 def test_corrupt_module_fails_that_key_only(make_server, bundle_copy, tiny_bundle):
     _corrupt(bundle_copy, "de")
-    srv = make_server(bundle_dirs=[bundle_copy], warmup_routes=["en-fr"], load_retry_initial_s=0.6)
+    # A backoff no request of this test outlasts, however slow the machine (a short one would
+    # end before the "within the backoff" request on a loaded machine); ended below by hand.
+    srv = make_server(bundle_dirs=[bundle_copy], warmup_routes=["en-fr"], load_retry_initial_s=300)
     ready = srv.wait_ready()
     assert ready["ready"]
     # Before any request: the start-up size check already names the damaged file.
@@ -103,17 +106,17 @@ def test_corrupt_module_fails_that_key_only(make_server, bundle_copy, tiny_bundl
         assert (
             models["tiny:shared+tgt/de"]["error"] and models["tiny:shared+tgt/de"]["failures"] == 1
         )
-        # Within the backoff: answered at once, no new load attempt.
+        # Within the backoff: answered at once (not after it: 300 s), no new load attempt.
         t0 = time.perf_counter()
         r = c.post("/v1/translate", json={"text": EN, "source": "fr", "target": "de"})
-        assert r.status_code == 503 and time.perf_counter() - t0 < 0.3
+        assert r.status_code == 503 and time.perf_counter() - t0 < 60
         after = {e["key"]: e for e in c.get("/v1/models").json()["engines"]}
         assert after["tiny:shared+tgt/de"]["failures"] == 1
         # Fixed on disk: retried after the backoff, then served.
         shutil.copyfile(
             tiny_bundle / "modules/tgt/de.safetensors", bundle_copy / "modules/tgt/de.safetensors"
         )
-        time.sleep(0.7)
+        srv.state.registry.engines["tiny:shared+tgt/de"].retry_at = time.monotonic()  # backoff over
         r = c.post("/v1/translate", json={"text": EN, "source": "en", "target": "de"})
         assert r.status_code == 200, r.text
         assert c.get("/readyz").json()["status"] == "ready"
@@ -127,14 +130,19 @@ def test_eager_warmup_loads_each_engine_once_in_parallel(make_server, bundle_cop
     _corrupt(bundle_copy, "de")
     calls, running, peak = [], [0], [0]
     lock = threading.Lock()
+    # The first two loads wait for each other: they pass only if they run at once (an event,
+    # where a sleep would assume how soon a loaded machine starts the second one).
+    first_two = threading.Barrier(2, timeout=120)
 
     def counting_loader(bundle, route, settings):
         with lock:
             calls.append(route)
             running[0] += 1
             peak[0] = max(peak[0], running[0])
+            among_first_two = len(calls) <= 2
         try:
-            time.sleep(0.3)  # loads overlap when they run at once
+            if among_first_two:
+                first_two.wait()
             return default_loader(bundle, route, settings)
         finally:
             with lock:
@@ -235,10 +243,11 @@ def test_loads_of_different_keys_overlap(make_server):
     from server.engines import default_loader
 
     spans: dict[str, tuple[float, float]] = {}
+    both_loading = threading.Barrier(2, timeout=120)  # passed only by two loads at once
 
     def timed_loader(bundle, route, settings):
         start = time.perf_counter()
-        time.sleep(0.4)
+        both_loading.wait()  # one after the other: broken after the timeout, a 503
         loaded = default_loader(bundle, route, settings)
         spans[route.tgt] = (start, time.perf_counter())
         return loaded
@@ -298,11 +307,11 @@ def test_unexpected_error_is_500_with_request_id_and_no_internals(make_server, c
 
 
 def test_lone_request_does_not_wait_for_company(make_server):
-    srv = make_server(batch_wait_ms=400)
+    srv = make_server(batch_wait_ms=10_000)  # a wait no loaded machine's request takes
     body = {"text": EN, "source": "en", "target": "de", "beam_size": 1}
     assert post(srv.url, body)[0] == 200  # load
     seconds = min(post(srv.url, body)[3] for _ in range(3))
-    assert seconds < 0.3, seconds  # dispatched at once, not after 400 ms
+    assert seconds < 5, seconds  # dispatched at once, not after 10 s
 
 
 def _histogram_count(child) -> float:
@@ -313,7 +322,9 @@ def test_huge_legal_request_ends_by_its_deadline_and_small_ones_keep_going(make_
     """64 texts of 1,250 short sentences each, within every limit: its preparation (sentence
     splitting, tokenizing) runs in a thread, inside the request's deadline, so it answers 504
     by then while small requests beside it are served."""
-    srv = make_server(request_timeout_s=2.0)
+    # a deadline long enough that a small request on a loaded machine is well inside it: one
+    # held behind the huge request would take the whole deadline (6 s), one beside it seconds
+    srv = make_server(request_timeout_s=6.0)
     small = {"text": EN, "source": "en", "target": "de", "beam_size": 1}
     # Load the engine first (a cold load may outlast the short deadline; it completes anyway).
     assert any(post(srv.url, small)[0] == 200 for _ in range(3))
@@ -326,11 +337,13 @@ def test_huge_legal_request_ends_by_its_deadline_and_small_ones_keep_going(make_
         smalls = [post(srv.url, small) for _ in range(3)]
         code, payload, _, seconds = big.result()
     assert code == 504 and payload["error"]["code"] == "timeout", payload
-    assert 1.9 < seconds < 4.0, seconds
+    # answered by its deadline, not after its work: 80,000 sentences would take minutes (the
+    # margin is a loaded machine's: one run at nice 19 beside a training run took 10.3 s)
+    assert 5.9 < seconds < 30.0, seconds
     for code, _, _, took in smalls:
-        assert code == 200 and took < 1.5, took
+        assert code == 200 and took < 4, took
     # Its thread stopped at the deadline: small requests are fast again right away.
-    assert post(srv.url, small)[3] < 1.0
+    assert post(srv.url, small)[3] < 3
     assert timeouts._value.get() == before + 1
 
 
@@ -347,8 +360,8 @@ def test_full_queue_is_refused_before_preparation(make_server, slow):
     assert post(srv.url, body)[0] == 200
     batcher = next(iter(srv.state.service.decoders.batchers.values()))
 
-    def wait_for(condition) -> None:
-        deadline = time.monotonic() + 8
+    def wait_for(condition) -> None:  # an event, within a budget a busy machine meets
+        deadline = time.monotonic() + 60
         while not condition():
             assert time.monotonic() < deadline
             time.sleep(0.01)

@@ -57,7 +57,7 @@ def _start_real_server(tiny_bundle, delay_s: str = "0", **env: str):
     try:
         port = int(proc.stdout.readline().split()[1])
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120  # start-up on two busy cores
         while True:
             try:
                 if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
@@ -93,23 +93,25 @@ def test_sigterm_finishes_in_flight_requests(tiny_bundle):
             t.start()
         # Every request is inside the server (6 + this metrics request) before SIGTERM;
         # at 2 sentences per 0.6 s batch they need ~1.8 s to finish.
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60  # an event, within a budget a busy machine meets
         while _in_flight(url) < len(TEXTS) + 1:
             assert time.monotonic() < deadline
             time.sleep(0.02)
         t_term = time.monotonic()
         proc.send_signal(signal.SIGTERM)
-        # New connections are refused soon after, while the in-flight ones still run.
-        refused = False
-        while time.monotonic() - t_term < 1.0 and not refused:
+        # New connections are refused while the in-flight ones still run (by events: not
+        # within a wall-clock second, which a loaded machine may not keep).
+        refused_while_running = False
+        while any(t.is_alive() for t in threads):
             try:
-                httpx.get(f"{url}/healthz", timeout=0.5)
+                httpx.get(f"{url}/healthz", timeout=5)
                 time.sleep(0.05)
             except httpx.TransportError:
-                refused = True
+                refused_while_running = any(t.is_alive() for t in threads)
+                break
         for t in threads:
             t.join(timeout=30)
-        assert refused
+        assert refused_while_running
         assert [results[i][0] for i in range(len(TEXTS))] == [200] * len(TEXTS), results
         assert all(results[i][1].strip() for i in range(len(TEXTS)))
         assert proc.wait(timeout=30) == 0
@@ -235,7 +237,7 @@ def test_shutdown_timeout_answers_json_503(tiny_bundle):
     """Requests still running when the graceful-shutdown time is over get the documented JSON
     503 shutting_down (not uvicorn's plain-text 500), and their abandoned futures leave no
     "exception was never retrieved" in the log."""
-    proc, url = _start_real_server(tiny_bundle, delay_s="3", LSMT_GRACEFUL_TIMEOUT_S="0.5")
+    proc, url = _start_real_server(tiny_bundle, delay_s="8", LSMT_GRACEFUL_TIMEOUT_S="0.5")
     try:
         results: dict[int, httpx.Response | Exception] = {}
 
@@ -252,7 +254,7 @@ def test_shutdown_timeout_answers_json_503(tiny_bundle):
         threads = [threading.Thread(target=call, args=(i,)) for i in range(3)]
         for t in threads:
             t.start()
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60
         while _in_flight(url) < 3 + 1:
             assert time.monotonic() < deadline
             time.sleep(0.02)
@@ -268,7 +270,7 @@ def test_shutdown_timeout_answers_json_503(tiny_bundle):
             assert r.headers["content-type"] == "application/json"
             assert r.json()["error"]["code"] == "shutting_down"
             assert r.headers["retry-after"] == "1"
-        assert answered_s < 2.5  # the 0.5 s grace, not the 3 s batch
+        assert answered_s < 5  # the 0.5 s grace, not the 8 s batch (margin: a loaded machine)
         assert proc.wait(timeout=30) == 0
         log = proc.stderr.read()
         assert "never retrieved" not in log and "Exception in ASGI application" not in log, log
@@ -294,7 +296,7 @@ def test_disconnected_client_work_is_dropped(tiny_bundle):
         before = _metric(url, batches)
         with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
             s.sendall(request)
-            deadline = time.monotonic() + 10
+            deadline = time.monotonic() + 60
             while _metric(url, batches) < before + 1:  # the work has started
                 assert time.monotonic() < deadline
                 time.sleep(0.02)
@@ -308,7 +310,9 @@ def test_disconnected_client_work_is_dropped(tiny_bundle):
             timeout=10,
             json={"text": TEXTS[0], "source": "en", "target": "de"},
         )
-        assert r.status_code == 200 and r.elapsed.total_seconds() < 1.5, r.text
+        # served, not held behind the dropped work (the batch count above shows it dropped;
+        # the bound is a hang's, not a latency a loaded machine might miss)
+        assert r.status_code == 200 and r.elapsed.total_seconds() < 8, r.text
     finally:
         proc.terminate()
         proc.wait(timeout=30)
