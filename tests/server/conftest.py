@@ -237,15 +237,26 @@ def slow() -> Callable[..., Any]:
 
 
 @pytest.fixture(scope="module")
-def postgres(tmp_path_factory) -> Iterator[Any]:
+def postgres() -> Iterator[Any]:
     """One PostgreSQL server for the module's tests (skipped where pgserver is not installed);
     each test makes its own database on it (databases.new_database)."""
     pytest.importorskip("pgserver", reason="PostgreSQL for the tests comes from pgserver")
-    from tests.server.databases import start_postgres
+    from tests.server.databases import postgres_data_dir, start_postgres
 
-    server = start_postgres(tmp_path_factory.mktemp("pg"))
-    yield server
-    server.cleanup()
+    with postgres_data_dir() as data_dir:
+        server = start_postgres(data_dir)
+        yield server
+        server.cleanup()
+
+
+@pytest.fixture
+def postgres_dir() -> Iterator[Path]:
+    """A folder for the data of a PostgreSQL server the test starts and stops itself."""
+    pytest.importorskip("pgserver", reason="PostgreSQL for the tests comes from pgserver")
+    from tests.server.databases import postgres_data_dir
+
+    with postgres_data_dir() as data_dir:
+        yield data_dir
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

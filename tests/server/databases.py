@@ -7,12 +7,29 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import shutil
 import sqlite3
 import subprocess
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 _DATABASES = itertools.count()
+
+
+@contextlib.contextmanager
+def postgres_data_dir() -> Iterator[Path]:
+    """A folder for a PostgreSQL server's data, removed afterwards; not under pytest's
+    temporary folder: as root, pgserver runs PostgreSQL as a user of its own, which must be
+    let through every folder above the data (pgserver opens them to others), and each pytest
+    session that starts, on this machine, closes pytest's root folder again (0700), so a
+    server there failed to start whenever another session had started meanwhile."""
+    path = Path(tempfile.mkdtemp(prefix="lsmt-test-pg-"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def start_postgres(data_dir: Path) -> Any:

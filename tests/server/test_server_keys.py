@@ -159,10 +159,10 @@ def test_a_keys_glossary_reaches_its_requests_and_the_admin_manages_it(make_serv
         assert again["translations"][0]["text"] == plain["translations"][0]["text"]
 
 
-def test_an_unreachable_database_is_an_error_that_passes(tmp_path):
+def test_an_unreachable_database_is_an_error_that_passes(postgres_dir):
     """A PostgreSQL server that stops: KeyStoreUnavailable (no password in it), then the
     same store works again once the server is back (its connections are opened anew)."""
-    server = start_postgres(tmp_path / "pg")
+    server = start_postgres(postgres_dir)
     url = new_database(server)
     store = KeyStore(url)
     key = store.add("a", Limits(requests_per_minute=5))
@@ -174,7 +174,7 @@ def test_an_unreachable_database_is_an_error_that_passes(tmp_path):
         with pytest.raises(KeyStoreUnavailable):
             store.consume("key:1", 3, Limits(requests_per_minute=5), NOW)
     finally:
-        server = start_postgres(tmp_path / "pg")
+        server = start_postgres(postgres_dir)
     assert store.find(key).name == "a"
     assert store.consume("key:1", 3, Limits(requests_per_minute=5), NOW) is None
     assert store.usage("key:1", NOW)["minute"]["requests"] == 2  # the refused one not counted
@@ -290,8 +290,8 @@ def test_anonymous_limits_per_address(make_server):
 
 
 @pytest.mark.integration
-def test_a_server_on_postgresql_answers_503_while_the_database_is_away(make_server, tmp_path):
-    server = start_postgres(tmp_path / "pg")
+def test_a_server_on_postgresql_answers_503_while_the_database_is_away(make_server, postgres_dir):
+    server = start_postgres(postgres_dir)
     url = new_database(server)
     store = KeyStore(url)
     key = store.add("team", Limits(requests_per_minute=3))
@@ -308,7 +308,7 @@ def test_a_server_on_postgresql_answers_503_while_the_database_is_away(make_serv
             assert r.json()["error"]["code"] == "keys_database_unavailable"
             assert "s3cret" not in r.text and url not in r.text
         finally:
-            server = start_postgres(tmp_path / "pg")
+            server = start_postgres(postgres_dir)
         assert c.post("/v1/translate", json=body, headers=auth).status_code == 200
         r = c.post("/v1/translate", json=body, headers=auth)  # the third counted request
         assert r.status_code == 200
