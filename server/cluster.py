@@ -332,7 +332,7 @@ class Ingress:
         self.hub = hub
         self.asgi = create_app(  # not self.app: Serve's ingress classes have that property
             make_settings(settings),
-            decoders=lambda st: ClusterDecoders(translator, multiplex),
+            decoders=lambda state: ClusterDecoders(translator, multiplex),
         )
         self.state: AppState = self.asgi.state.lsmt
         self.state.metrics_view = self.metrics_view
