@@ -22,7 +22,8 @@ from .auth import require_api_key
 from .bundles import ServedBundle
 from .cache_fill import start_cache_fill, stop_cache_fill
 from .decoders import Decoders, LocalDecoders
-from .engines import EngineRegistry, Loader
+from .engine_loader import Loader
+from .engine_registry import EngineRegistry
 from .errors import install_error_handlers
 from .metrics import Metrics
 from .middleware import RequestContextMiddleware

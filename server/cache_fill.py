@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from lsmt_bundle.bundle import Bundle
 from lsmt_core.routes import Route, route_key
 
-from .engines import engine_cache
+from .engine_loader import engine_cache
 from .express import PER_THREAD_NICE, lower_this_thread
 from .state import AppState
 

@@ -17,7 +17,7 @@ from typing import Protocol
 
 from .batching import Batcher, DecodeOptions, Hypothesis
 from .bundles import ServedRoute
-from .engines import EngineRegistry
+from .engine_registry import EngineRegistry
 from .metrics import Metrics
 from .settings import Settings
 from .timing import concurrent_stages, record_longest

@@ -19,7 +19,7 @@ from . import timing
 from .batching import DecodeOptions, Hypothesis, QueueFull, ShuttingDown
 from .bundles import ServedBundle, ServedRoute, language_name
 from .decoders import Decoders, decode_all
-from .engines import EngineUnavailable
+from .engine_slots import EngineUnavailable
 from .failures import Busy, InvalidRequest, TimedOut, TooLarge, Unavailable, shutting_down
 from .metrics import Metrics
 from .output_checks import RETRY, Flag, ordered, sentence_flags

@@ -15,7 +15,8 @@ from pathlib import Path
 from lsmt_core.routes import parse_route, route_key
 
 from .bundles import ServedBundle, ServedRoute, open_bundle_dirs
-from .engines import EngineRegistry, engine_cache
+from .engine_loader import engine_cache
+from .engine_registry import EngineRegistry
 from .failures import ServiceError
 from .keys import KeyStore, anonymous_limits
 from .metrics import Metrics

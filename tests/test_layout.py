@@ -99,7 +99,7 @@ def test_a_breach_is_reported(tmp_path):
 def test_server_and_bundle_reader_import_without_torch_training_or_export():
     r = _run_blocked(
         {"training", "model_export"},
-        "import server.app, server.__main__, server.bundles, server.engines\n"
+        "import server.app, server.__main__, server.bundles, server.engine_registry\n"
         "import lsmt_bundle, lsmt_bundle.ct2, lsmt_bundle.fusions\n"
         "assert not any(m.split('.')[0] in ('training', 'model_export') for m in sys.modules)\n"
         "print('ok')\n",

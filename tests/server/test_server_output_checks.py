@@ -121,7 +121,7 @@ class CraftedOutput:
 
 
 def crafted_loader(craft, always: bool = False, engines: list | None = None, delay_s: float = 0.0):
-    from server.engines import default_loader
+    from server.engine_loader import default_loader
 
     def load(bundle, route, settings):
         translator, nbytes = default_loader(bundle, route, settings)
