@@ -11,7 +11,8 @@ from collections.abc import Awaitable
 
 from .auth import Caller
 from .documents.plain import html_document
-from .service import TextResult, TranslationService
+from .results import TextResult
+from .service import TranslationService
 from .state import AppState
 from .terms import Translate, translate_with_terms
 from .validation import Options, Terms, parse_terms
@@ -104,7 +105,7 @@ async def translate_html(
         return TextResult(doc, source)
     confidence = None
     if source == "auto":
-        guess = service.detect(" ".join(document.texts), target, model)
+        guess = service.detection.detect(" ".join(document.texts), target, model)
         source, confidence = guess.language, guess.confidence
     if source == target:
         return TextResult(doc, source, confidence)

@@ -21,18 +21,23 @@ async def languages(service: ServiceDep) -> LanguagesResponse:
             LanguageInfo(
                 code=c,
                 name=language_name(c),
-                targets=service.targets_for(c),
-                pivots=service.pivot_targets(c),
+                targets=service.catalogue.targets_for(c),
+                pivots=service.catalogue.pivot_targets(c),
             )
-            for c in service.languages
+            for c in service.catalogue.languages
         ],
-        routes=[route_key(r) for r in service.routes],
-        served_by={route_key(r): service.bundle_for(r, None).name for r in service.routes},
+        routes=[route_key(r) for r in service.catalogue.routes],
+        served_by={
+            route_key(r): service.catalogue.bundle_for(r, None).name
+            for r in service.catalogue.routes
+        },
         models={
             b.name: ModelSource(kind=b.kind, provenance=b.bundle.provenance)
-            for b in service.bundles
+            for b in service.catalogue.bundles
         },
-        auto_detect=[c for c in service.languages if c in service.detector.known],
+        auto_detect=[
+            c for c in service.catalogue.languages if c in service.detection.detector.known
+        ],
     )
 
 

@@ -28,6 +28,7 @@ from ..dependencies import ServiceDep, StateDep
 from ..documents import FORMATS
 from ..errors import ApiError, bad_request
 from ..request_texts import request_terms, translate_texts
+from ..results import TextResult
 from ..schemas import (
     LT_DETECT_ERRORS,
     LT_TRANSLATE_ERRORS,
@@ -42,7 +43,7 @@ from ..schemas import (
     LTTranslateRequest,
     LTTranslateResponse,
 )
-from ..service import TextResult, TranslationService
+from ..service import TranslationService
 
 router = APIRouter(tags=["LibreTranslate compatible"])
 
@@ -216,8 +217,8 @@ def _detected(r: TextResult, auto: bool) -> LTDetected | None:
 
 def _languages(service: TranslationService) -> list[LTLanguage]:
     return [
-        LTLanguage(code=c, name=language_name(c), targets=service.targets_for(c))
-        for c in service.languages
+        LTLanguage(code=c, name=language_name(c), targets=service.catalogue.targets_for(c))
+        for c in service.catalogue.languages
     ]
 
 
@@ -248,7 +249,7 @@ async def lt_detect(authenticated: Fields, service: ServiceDep) -> JSONResponse:
     return JSONResponse(
         [
             {"confidence": round(100 * c, 2), "language": lang}
-            for lang, c in service.detect_any(req.q)
+            for lang, c in service.detection.detect_any(req.q)
         ]
     )
 
@@ -265,7 +266,9 @@ FRONTEND_TIMEOUT_MS = 500  # LibreTranslate's default: the page translates 0.5 s
 )
 async def lt_frontend_settings(state: StateDep, service: ServiceDep) -> LTFrontendSettings:
     settings = state.settings
-    target = "en" if "en" in service.languages else (service.languages or ["en"])[0]
+    target = (
+        "en" if "en" in service.catalogue.languages else (service.catalogue.languages or ["en"])[0]
+    )
     return LTFrontendSettings(
         charLimit=settings.max_chars_per_text,
         frontendTimeout=FRONTEND_TIMEOUT_MS,

@@ -13,6 +13,7 @@ from ..auth import CallerDep, admit
 from ..dependencies import ServiceDep, StateDep
 from ..errors import bad_request
 from ..request_texts import request_terms, translate_texts
+from ..results import TextResult
 from ..schemas import (
     ERROR_RESPONSES,
     Alternative,
@@ -21,7 +22,6 @@ from ..schemas import (
     TranslateResponse,
     Translation,
 )
-from ..service import TextResult
 
 router = APIRouter(tags=["translation"])
 
