@@ -41,9 +41,6 @@ class Catalogue:
         direct = {t for b in self.bundles for t in b.targets_for(src)}
         return sorted(direct | set(self.pivot_targets(src)))
 
-    def sources_for(self, tgt: str) -> list[str]:
-        return sorted({s for b in self.bundles for s in b.sources_for(tgt)})
-
     def pivot_targets(self, src: str, model: str | None = None) -> dict[str, str]:
         """Target -> pivot language, for the targets ``src`` reaches only through a pivot."""
         out = {}

@@ -167,9 +167,8 @@ async def warm_up(state: AppState) -> None:
         state.warmup_errors.update(dict.fromkeys(names, error))
 
     await asyncio.gather(
-        asyncio.to_thread(
-            lambda: service.detection.detector
-        ),  # the language-ID model, off the loop
+        # the language-ID model, off the loop
+        asyncio.to_thread(lambda: service.detection.detector),
         *(warm(sharing) for sharing in by_engine.values()),
     )
     state.warmup_done = True

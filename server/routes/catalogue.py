@@ -16,28 +16,24 @@ router = APIRouter(tags=["catalogue"])
 
 @router.get("/v1/languages", response_model=LanguagesResponse)
 async def languages(service: ServiceDep) -> LanguagesResponse:
+    catalogue, known = service.catalogue, service.detection.detector.known
     return LanguagesResponse(
         languages=[
             LanguageInfo(
                 code=c,
                 name=language_name(c),
-                targets=service.catalogue.targets_for(c),
-                pivots=service.catalogue.pivot_targets(c),
+                targets=catalogue.targets_for(c),
+                pivots=catalogue.pivot_targets(c),
             )
-            for c in service.catalogue.languages
+            for c in catalogue.languages
         ],
-        routes=[route_key(r) for r in service.catalogue.routes],
-        served_by={
-            route_key(r): service.catalogue.bundle_for(r, None).name
-            for r in service.catalogue.routes
-        },
+        routes=[route_key(r) for r in catalogue.routes],
+        served_by={route_key(r): catalogue.bundle_for(r, None).name for r in catalogue.routes},
         models={
             b.name: ModelSource(kind=b.kind, provenance=b.bundle.provenance)
-            for b in service.catalogue.bundles
+            for b in catalogue.bundles
         },
-        auto_detect=[
-            c for c in service.catalogue.languages if c in service.detection.detector.known
-        ],
+        auto_detect=[c for c in catalogue.languages if c in known],
     )
 
 

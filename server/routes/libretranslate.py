@@ -266,9 +266,8 @@ FRONTEND_TIMEOUT_MS = 500  # LibreTranslate's default: the page translates 0.5 s
 )
 async def lt_frontend_settings(state: StateDep, service: ServiceDep) -> LTFrontendSettings:
     settings = state.settings
-    target = (
-        "en" if "en" in service.catalogue.languages else (service.catalogue.languages or ["en"])[0]
-    )
+    languages = service.catalogue.languages
+    target = "en" if "en" in languages else (languages or ["en"])[0]
     return LTFrontendSettings(
         charLimit=settings.max_chars_per_text,
         frontendTimeout=FRONTEND_TIMEOUT_MS,
