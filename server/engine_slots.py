@@ -16,8 +16,9 @@ from .bundles import ServedBundle
 from .express import RouteEngine
 from .schemas import EngineInfo
 
-# How long eviction waits for an engine's runtime to count its last batch done (module doc):
-# the count lags by a thread switch, so this is only reached by a batch that really runs on.
+# How long eviction waits for an engine's runtime to count its last batch done (the doc of
+# ``server.engine_registry``): the count lags by a thread switch, so this is only reached by a
+# batch that really runs on.
 SETTLE_S = 0.5
 
 
