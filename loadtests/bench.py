@@ -508,7 +508,7 @@ def _server_env(args, route) -> dict[str, str]:
 
 def bench_server(models, mode: Mode, args, route, log) -> dict:
     from server.bundles import load_served_bundle
-    from server.engines import default_loader
+    from server.engine_loader import default_loader
     from server.express import lane_translator
     from server.settings import Settings
     from server.text import sentences_of, split_text

@@ -22,7 +22,7 @@ import torch
 
 from loadtests.results import write_results
 from lsmt_bundle import Bundle, DenseModel, load_bundle
-from lsmt_bundle.ct2 import load_translator, save_engine
+from lsmt_bundle.ct2 import load_translator, save_translator
 from lsmt_core.routes import Route, route_key
 from model_export.from_torch import export_bundle
 from training.model import build_model
@@ -69,8 +69,8 @@ def route_bytes(one_route: DenseModel) -> int:
 
 def engine_mb(one_route: DenseModel, tmp: Path) -> dict[str, float]:
     """The route's CTranslate2 engine on disk, float32 vs int8."""
-    f32 = save_engine(one_route, tmp / "f32", "float32")
-    i8 = save_engine(one_route, tmp / "i8", "int8")
+    f32 = save_translator(one_route, tmp / "f32", "float32")
+    i8 = save_translator(one_route, tmp / "i8", "int8")
     return {
         "engine_float32_mb": (f32 / "model.bin").stat().st_size / 1e6,
         "engine_int8_mb": (i8 / "model.bin").stat().st_size / 1e6,

@@ -5,7 +5,7 @@ one translator (``LSMT_BULK_NICE=0``) against the pair (the default), on a real 
                                     [--rounds 4] [--out runs/bench_lanes]
 
 Per round, both ways in turn (the order alternating), a fresh process opens the routes'
-engines with the server's loader (``server.engines.default_loader``, no engine cache, so each
+engines with the server's loader (``server.engine_loader.default_loader``, no engine cache, so each
 is assembled as on a cold start) and reports the resident memory they added (``/proc``), the
 bytes the device budget counts, and each cold load's time. Printed and saved (JSON, CSV): the
 medians per way and pair / one translator.
@@ -48,7 +48,7 @@ def resident_mib() -> float:
 def measure(bundle: Path, routes: list[Route], bulk_nice: int) -> dict:
     """In this process: the routes' engines opened and held; what they added."""
     from server.bundles import load_served_bundle
-    from server.engines import default_loader
+    from server.engine_loader import default_loader
     from server.settings import Settings
 
     served = load_served_bundle(bundle)

@@ -143,7 +143,9 @@ def build_spec(dense: DenseModel) -> transformer_spec.TransformerSpec:
     return spec
 
 
-def save_engine(dense: DenseModel, out_dir: str | Path, quantization: str | None = "int8") -> Path:
+def save_translator(
+    dense: DenseModel, out_dir: str | Path, quantization: str | None = "int8"
+) -> Path:
     """Write a ready CTranslate2 model directory (``ctranslate2.Translator(out_dir)``).
 
     A route assembled in int8 (``dense.row_scales``) keeps its int8 weights when the engine
@@ -180,10 +182,10 @@ def optimize_spec(spec: transformer_spec.TransformerSpec, quantization: str) -> 
     spec._quantize(quantization, variable_filter=lambda name: name not in done)
 
 
-def engine_files(dense: DenseModel, quantization: str | None = "int8") -> dict[str, bytes]:
+def translator_files(dense: DenseModel, quantization: str | None = "int8") -> dict[str, bytes]:
     """The files of a CTranslate2 model directory, as bytes (for ``Translator(files=...)``)."""
     with tempfile.TemporaryDirectory(prefix="lsmt-engine-") as tmp:
-        out = save_engine(dense, tmp, quantization)
+        out = save_translator(dense, tmp, quantization)
         return {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
 
 
@@ -192,7 +194,7 @@ def load_translator(
 ) -> tuple[ctranslate2.Translator, int]:
     """Build a translator in memory (``options``: those of :func:`open_translator`); returns
     it and the size of its weights in bytes."""
-    files = engine_files(dense, saved_quantization(compute_type))
+    files = translator_files(dense, saved_quantization(compute_type))
     return open_translator(files, compute_type=compute_type, **options)
 
 

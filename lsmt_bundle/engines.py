@@ -26,17 +26,17 @@ from .dense import DenseModel
 def engine_files(dense: DenseModel, quantization: str | None = "int8") -> dict[str, bytes]:
     """The files of the route's engine, as bytes."""
     if dense.architecture.decoder_kind == "lstm":
-        return hybrid.engine_files(dense, quantization)
-    return ct2.engine_files(dense, quantization)
+        return hybrid.hybrid_files(dense, quantization)
+    return ct2.translator_files(dense, quantization)
 
 
 def save_engine(dense: DenseModel, out_dir: str | Path, quantization: str | None = "int8") -> Path:
     """Write a ready engine directory (what :func:`open_engine` opens)."""
     if dense.architecture.decoder_kind != "lstm":
-        return ct2.save_engine(dense, out_dir, quantization)
+        return ct2.save_translator(dense, out_dir, quantization)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    for name, data in hybrid.engine_files(dense, quantization).items():
+    for name, data in hybrid.hybrid_files(dense, quantization).items():
         (out / name).write_bytes(data)
     return out
 

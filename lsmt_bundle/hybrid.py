@@ -69,7 +69,7 @@ def encoder_spec(dense: DenseModel) -> transformer_spec.TransformerEncoderModelS
     return spec
 
 
-def engine_files(dense: DenseModel, quantization: str | None = "int8") -> dict[str, bytes]:
+def hybrid_files(dense: DenseModel, quantization: str | None = "int8") -> dict[str, bytes]:
     """A hybrid route's engine files; int8 quantizations quantize the decoder graphs too."""
     from .hybrid_graph import keys_graph, step_graph  # onnx: needed to build, not to serve
 

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
     from .bundles import ServedBundle
     from .decoders import Decoders
-    from .engines import Loader
+    from .engine_loader import Loader
     from .state import AppState
 
 __all__ = ["Settings", "create_app"]

@@ -22,7 +22,8 @@ from .auth import require_api_key
 from .bundles import ServedBundle
 from .cache_fill import start_cache_fill, stop_cache_fill
 from .decoders import Decoders, LocalDecoders
-from .engines import EngineRegistry, Loader
+from .engine_loader import Loader
+from .engine_registry import EngineRegistry
 from .errors import install_error_handlers
 from .metrics import Metrics
 from .middleware import RequestContextMiddleware
@@ -45,37 +46,37 @@ log = logging.getLogger("server")
 
 
 def _lifespan(
-    st: AppState,
+    state: AppState,
     bundles: list[ServedBundle] | None,
     loader: Loader | None,
-    decoders: Callable[[AppState], Decoders] | None,
+    make_decoders: Callable[[AppState], Decoders] | None,
 ) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
-    settings = st.settings
+    settings = state.settings
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        load_bundles(st, bundles)
-        open_key_store(st)
-        st.executor = ThreadPoolExecutor(32, thread_name_prefix="lsmt-translate")
-        stop_counting_cache_errors = count_engine_cache_errors(settings, st.metrics)
-        if decoders is None:
-            st.registry = EngineRegistry(settings, st.metrics, loader)
-            engines: Decoders = LocalDecoders(
-                st.registry,
+        load_bundles(state, bundles)
+        open_key_store(state)
+        state.executor = ThreadPoolExecutor(32, thread_name_prefix="lsmt-translate")
+        stop_counting_cache_errors = count_engine_cache_errors(settings, state.metrics)
+        if make_decoders is None:
+            state.registry = EngineRegistry(settings, state.metrics, loader)
+            decoders: Decoders = LocalDecoders(
+                state.registry,
                 settings,
-                st.metrics,
-                st.executor,
-                requests_in_flight=lambda: st.http_in_flight,
+                state.metrics,
+                state.executor,
+                requests_in_flight=lambda: state.http_in_flight,
             )
         else:
-            engines = decoders(st)
-        st.service = TranslationService(settings, st.metrics, st.bundles, engines)
-        st.warmup_routes = warmup_plan(st)
-        st.warmup_task = asyncio.create_task(warm_up(st))
-        start_cache_fill(st)
+            decoders = make_decoders(state)
+        state.service = TranslationService(settings, state.metrics, state.bundles, decoders)
+        state.warmup_routes = warmup_plan(state)
+        state.warmup_task = asyncio.create_task(warm_up(state))
+        start_cache_fill(state)
         log.info(
             "serving %d bundle(s) on %s (%s, inter %d, intra %d, budget %d bytes)",
-            len(st.bundles),
+            len(state.bundles),
             settings.resolved_device,
             settings.resolved_compute_type,
             settings.resolved_inter_threads,
@@ -85,19 +86,19 @@ def _lifespan(
         try:
             yield
         finally:
-            if st.warmup_task and not st.warmup_task.done():
-                st.warmup_task.cancel()
+            if state.warmup_task and not state.warmup_task.done():
+                state.warmup_task.cancel()
                 with contextlib.suppress(BaseException):
-                    await st.warmup_task
-            await stop_cache_fill(st)
-            await st.service.close()
-            if st.registry is not None:
-                await st.registry.close()
-            st.executor.shutdown(wait=True, cancel_futures=True)
-            if st.keys is not None:
-                st.keys.close()
-            if st.files_dir is not None:
-                shutil.rmtree(st.files_dir, ignore_errors=True)
+                    await state.warmup_task
+            await stop_cache_fill(state)
+            await state.service.close()
+            if state.registry is not None:
+                await state.registry.close()
+            state.executor.shutdown(wait=True, cancel_futures=True)
+            if state.keys is not None:
+                state.keys.close()
+            if state.files_dir is not None:
+                shutil.rmtree(state.files_dir, ignore_errors=True)
             stop_counting_cache_errors()
 
     return lifespan
@@ -113,20 +114,20 @@ def create_app(
     """Build the app. ``loader`` replaces the engine loader and ``bundles`` the bundle
     directories (already opened bundles); both exist for tests and embedding. ``decoders``
     makes the engines the service decodes on, from the started state (the cluster's ingress:
-    ``server.cluster``); without it the engines are this process's, in ``st.registry``."""
+    ``server.cluster``); without it the engines are this process's, in ``state.registry``."""
     settings = settings or Settings()
-    st = AppState(settings=settings, metrics=Metrics())
+    state = AppState(settings=settings, metrics=Metrics())
     app = FastAPI(
         title="LSMT translation server",
         version="0.1.0",
         description="Multilingual translation with language-specific modules assembled into "
         "CTranslate2 engines on demand. See docs/server.md.",
-        lifespan=_lifespan(st, bundles, loader, decoders),
+        lifespan=_lifespan(state, bundles, loader, decoders),
     )
-    app.state.lsmt = st
-    st.metrics.watch_readiness(lambda: not readiness_problems(st))
+    app.state.lsmt = state
+    state.metrics.watch_readiness(lambda: not readiness_problems(state))
     install_error_handlers(app, authenticate=require_api_key)
-    app.add_middleware(RequestContextMiddleware, state=st)
+    app.add_middleware(RequestContextMiddleware, state=state)
     for module in (translate, catalogue, operations, libretranslate, files, admin):
         app.include_router(module.router)
     if settings.web_page:

@@ -92,12 +92,12 @@ def keys_unavailable(exc: KeyStoreUnavailable) -> ApiError:
 
 def identify(request: Request, given: str | None) -> Caller:
     """The caller of a request that sent key ``given`` (None: no key), or the 401/403."""
-    st: AppState = request.app.state.lsmt
-    settings = st.settings
+    state: AppState = request.app.state.lsmt
+    settings = state.settings
     if given:
-        if st.keys is not None and settings.keys_db is not None:
+        if state.keys is not None and settings.keys_db is not None:
             try:
-                record = st.keys.find(given)  # a read of the index: never waits for a writer
+                record = state.keys.find(given)  # a read of the index: never waits for a writer
             except KeyStoreUnavailable as exc:
                 raise keys_unavailable(exc) from exc
             if record is not None:
@@ -110,14 +110,14 @@ def identify(request: Request, given: str | None) -> Caller:
         if settings.keys_db is not None:
             raise invalid_key()
         # no key is configured: a key sent anyway changes nothing
-    if not anonymous_allowed(st):
+    if not anonymous_allowed(state):
         raise missing_key()
     address = request.client.host if request.client else "unknown"
     return Caller(f"addr:{address}", anonymous_limits(settings))
 
 
-def anonymous_allowed(st: AppState) -> bool:
-    settings = st.settings
+def anonymous_allowed(state: AppState) -> bool:
+    settings = state.settings
     if settings.anonymous_access is not None:
         return settings.anonymous_access
     return not settings.api_keys and settings.keys_db is None
@@ -139,19 +139,19 @@ def require_api_key(request: Request) -> None:
 CallerDep = Annotated[Caller, Depends(require_caller)]
 
 
-async def admit(st: AppState, caller: Caller, chars: int) -> None:
+async def admit(state: AppState, caller: Caller, chars: int) -> None:
     """Count a translation request of ``chars`` characters against the caller's limits, or
     answer 429 naming the limit and when it resets (nothing is counted then)."""
     kind = "anonymous" if caller.subject.startswith("addr:") else "key"
-    if caller.limits.any() and st.keys is not None:
+    if caller.limits.any() and state.keys is not None:
         try:
             exceeded = await asyncio.to_thread(
-                st.keys.consume, caller.subject, chars, caller.limits
+                state.keys.consume, caller.subject, chars, caller.limits
             )
         except KeyStoreUnavailable as exc:
             raise keys_unavailable(exc) from exc
         if exceeded is not None:
-            st.metrics.limit_rejections.labels(exceeded.limit).inc()
+            state.metrics.limit_rejections.labels(exceeded.limit).inc()
             retry = exceeded.retry_after_s()
             raise ApiError(
                 429,
@@ -164,5 +164,5 @@ async def admit(st: AppState, caller: Caller, chars: int) -> None:
                 resets_at=datetime.fromtimestamp(exceeded.reset_at, UTC).isoformat(),
                 retry_after_s=retry,
             )
-    st.metrics.caller_requests.labels(kind).inc()
-    st.metrics.caller_characters.labels(kind).inc(chars)
+    state.metrics.caller_requests.labels(kind).inc()
+    state.metrics.caller_characters.labels(kind).inc(chars)

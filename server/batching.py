@@ -47,7 +47,8 @@ from lsmt_bundle.contracts import Engine, TranslationResult
 from lsmt_bundle.ct2 import translate_pieces
 
 from .bundles import ServedRoute
-from .engines import EngineRegistry, EngineUnavailable
+from .engine_registry import EngineRegistry
+from .engine_slots import EngineUnavailable
 from .express import lane_translator
 from .metrics import Metrics
 from .settings import Settings

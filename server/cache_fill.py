@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from lsmt_bundle.bundle import Bundle
 from lsmt_core.routes import Route, route_key
 
-from .engines import engine_cache
+from .engine_loader import engine_cache
 from .express import PER_THREAD_NICE, lower_this_thread
 from .state import AppState
 
@@ -36,30 +36,30 @@ if TYPE_CHECKING:
 log = logging.getLogger("server")
 
 
-def start_cache_fill(st: AppState) -> None:
+def start_cache_fill(state: AppState) -> None:
     """Start a fill pass in the background; one still running is cancelled first (a pass
     covers every served bundle: what that one built is found there)."""
-    if engine_cache(st.settings) is None or not st.settings.engine_cache_fill:
+    if engine_cache(state.settings) is None or not state.settings.engine_cache_fill:
         return
-    previous = st.cache_fill_task
+    previous = state.cache_fill_task
     if previous is not None:
         previous.cancel()
-    st.cache_fill_task = asyncio.create_task(_after(previous, st))
+    state.cache_fill_task = asyncio.create_task(_after(previous, state))
 
 
-async def stop_cache_fill(st: AppState) -> None:
-    task = st.cache_fill_task
+async def stop_cache_fill(state: AppState) -> None:
+    task = state.cache_fill_task
     if task is not None and not task.done():
         task.cancel()
         with contextlib.suppress(BaseException):
             await task
 
 
-async def _after(previous: asyncio.Task[None] | None, st: AppState) -> None:
-    for task in (previous, st.warmup_task):  # its end; and the warm-up's loads come first
+async def _after(previous: asyncio.Task[None] | None, state: AppState) -> None:
+    for task in (previous, state.warmup_task):  # its end; and the warm-up's loads come first
         if task is not None:
             await asyncio.wait({task})
-    await fill_engine_cache(st)
+    await fill_engine_cache(state)
 
 
 def _fill(
@@ -95,12 +95,12 @@ def _lowest_priority() -> None:
         lower_this_thread(19)
 
 
-async def fill_engine_cache(st: AppState) -> dict[str, int]:
+async def fill_engine_cache(state: AppState) -> dict[str, int]:
     """One pass over the served bundles' engines; the count of each outcome."""
     from lsmt_bundle.ct2 import saved_quantization
 
-    cache = engine_cache(st.settings)
-    quantization = saved_quantization(st.settings.resolved_compute_type)
+    cache = engine_cache(state.settings)
+    quantization = saved_quantization(state.settings.resolved_compute_type)
     counts = dict.fromkeys(("built", "present", "failed"), 0)
     if cache is None:  # no cache configured: nothing to fill
         return counts
@@ -110,7 +110,7 @@ async def fill_engine_cache(st: AppState) -> dict[str, int]:
     pool = ThreadPoolExecutor(1, "lsmt-cache-fill", initializer=_lowest_priority)
     try:
         used = await loop.run_in_executor(pool, _bytes, cache)  # then counted as it builds
-        for served in list(st.bundles):
+        for served in list(state.bundles):
             bundle = served.bundle
             if not isinstance(bundle, Bundle):  # a ready model is its own engine: no build
                 continue
@@ -147,7 +147,7 @@ async def fill_engine_cache(st: AppState) -> dict[str, int]:
                     outcome = "present" if present else "built"
                     used += 0 if present else entry_bytes
                 counts[outcome] += 1
-                st.metrics.engine_cache_fills.labels(outcome).inc()
+                state.metrics.engine_cache_fills.labels(outcome).inc()
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
     log.info(

@@ -42,7 +42,9 @@ from .batching import DecodeOptions, Hypothesis, QueueFull, ShuttingDown
 from .bundles import ServedBundle, ServedRoute, open_bundle_dirs
 from .cluster_metrics import MetricsHub, merge_expositions, report_forever
 from .decoders import SERVED_BY, LocalDecoders
-from .engines import EngineRegistry, EngineUnavailable, default_loader
+from .engine_loader import default_loader
+from .engine_registry import EngineRegistry
+from .engine_slots import EngineUnavailable
 from .metrics import Metrics
 from .schemas import JSONObject
 from .settings import Settings
@@ -332,7 +334,7 @@ class Ingress:
         self.hub = hub
         self.asgi = create_app(  # not self.app: Serve's ingress classes have that property
             make_settings(settings),
-            decoders=lambda st: ClusterDecoders(translator, multiplex),
+            decoders=lambda state: ClusterDecoders(translator, multiplex),
         )
         self.state: AppState = self.asgi.state.lsmt
         self.state.metrics_view = self.metrics_view

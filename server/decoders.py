@@ -1,6 +1,7 @@
 """Where tokenized sentences are decoded: ``Decoders``, what the translation service needs
-from the engines, and ``LocalDecoders``, the engines of this process (one batcher per
-engine key over the process's ``EngineRegistry``).
+from the engines, ``LocalDecoders``, the engines of this process (one batcher per engine key
+over the process's ``EngineRegistry``), and ``decode_sentences``, a request's sentences
+decoded one job per engine.
 
 The cluster application (``server.cluster``) gives the same service another implementation,
 which sends each engine's sentences to the Ray Serve replica that holds that engine.
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
@@ -17,8 +19,9 @@ from typing import Protocol
 
 from .batching import Batcher, DecodeOptions, Hypothesis
 from .bundles import ServedRoute
-from .engines import EngineRegistry
+from .engine_registry import EngineRegistry
 from .metrics import Metrics
+from .plans import Sentence, SentenceHypotheses
 from .settings import Settings
 from .timing import concurrent_stages, record_longest
 
@@ -150,3 +153,30 @@ async def decode_all(
             # Wait for the cancellations, so that every job is marked cancelled before the
             # caller answers; their exceptions are taken here (none logged as never retrieved).
             await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def decode_sentences(
+    decoders: Decoders,
+    sentences: list[Sentence],
+    options: DecodeOptions,
+    client: str,
+    deadline: float,
+) -> SentenceHypotheses:
+    """Decode the sentences, one group per engine, all within ``deadline``. On any
+    failure, the client going away or the graceful-shutdown time running out
+    (CancelledError) included, the queued sentences are dropped, not translated for
+    nobody, and the failure raised as is (QueueFull, TimeoutError past ``deadline``,
+    EngineUnavailable, ShuttingDown)."""
+    groups: dict[str, tuple[ServedRoute, list[Sentence]]] = {}
+    for sentence in sentences:
+        served_route = sentence.served_route
+        decoders.check(served_route)  # a failed key: 503 at once
+        groups.setdefault(served_route.engine_key, (served_route, []))[1].append(sentence)
+    if not groups:
+        return {}
+    calls = [(served_route, [m.pieces for m in ms]) for served_route, ms in groups.values()]
+    results = await decode_all(decoders, calls, options, client, deadline - time.monotonic())
+    hypotheses: SentenceHypotheses = {}
+    for (_, members), found in zip(groups.values(), results, strict=True):
+        hypotheses.update(zip([m.index for m in members], found, strict=True))
+    return hypotheses

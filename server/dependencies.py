@@ -11,7 +11,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from .engines import EngineRegistry
+from .engine_registry import EngineRegistry
 from .service import TranslationService
 from .state import AppState
 

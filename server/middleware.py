@@ -144,17 +144,17 @@ class RequestContextMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        st = self.state
+        state = self.state
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         rid = _request_id(headers)
         scope.setdefault("state", {})["request_id"] = rid
-        st.metrics.in_flight.inc()
-        st.http_in_flight += 1
-        receive = _with_body_timeout(receive, st.settings.body_read_timeout_s)
+        state.metrics.in_flight.inc()
+        state.http_in_flight += 1
+        receive = _with_body_timeout(receive, state.settings.body_read_timeout_s)
         task = asyncio.current_task()
         assert task is not None  # ASGI apps run in a task
         watch = _DisconnectWatch(receive, task)
-        ex = _Exchange(scope.get("path", ""), rid, send, watch, st.request_id_header)
+        ex = _Exchange(scope.get("path", ""), rid, send, watch, state.request_id_header)
         SERVED_BY.set(ex.replicas)
         STAGE_SECONDS.set(ex.stage_seconds)
         try:
@@ -164,15 +164,15 @@ class RequestContextMiddleware:
             # The cancellation was for this request alone: the task ends normally.
         except BodyReadTimeout:  # a stalled chunked body, read here before the app sees it
             if not ex.started:
-                await ex.send_error(body_timeout(st.settings))
+                await ex.send_error(body_timeout(state.settings))
         except Exception:
             log.exception("unhandled error request_id=%s path=%s", rid, ex.path)
             if not ex.started:
                 await ex.send_error(internal_error(rid))
         finally:
             ex.watch.stop()
-            st.metrics.in_flight.dec()
-            st.http_in_flight -= 1
+            state.metrics.in_flight.dec()
+            state.http_in_flight -= 1
             self._count_request(scope, ex)
 
     async def _run_within_limits(

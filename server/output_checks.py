@@ -1,7 +1,7 @@
 """Checks on every translated sentence: degenerate repetition, a length far from the
 source's, output in another language than the target.
 
-A flagged sentence is decoded once more with ``RETRY`` settings (``TranslationService``); the
+A flagged sentence is decoded once more with ``RETRY`` settings (``server.output_retry``); the
 flags that remain are reported per text in ``Translation.warnings``. The limits were chosen on
 NTREX-128 references and held-out outputs (``scripts/output_check_study.py``, table in
 docs/server.md): on references, which are right by definition, they fire for well under 1% of

@@ -32,13 +32,13 @@ from .state import AppState
 log = logging.getLogger("server.reload")
 
 
-async def reload_bundles(st: AppState) -> list[BundleReload]:
+async def reload_bundles(state: AppState) -> list[BundleReload]:
     """Re-open every served bundle from its directory, and retry those that could not be
     opened at start; one outcome per bundle. The checks run in a worker thread (they read
     files); the swaps happen on the event loop, one reload at a time."""
-    async with st.reload_lock:
+    async with state.reload_lock:
         outcomes = []
-        for i, served in enumerate(list(st.bundles)):
+        for i, served in enumerate(list(state.bundles)):
             try:
                 fresh = await asyncio.to_thread(_checked_bundle, served)
             except (BundleError, OSError, ValueError) as exc:
@@ -48,32 +48,32 @@ async def reload_bundles(st: AppState) -> list[BundleReload]:
             if fresh is None:
                 outcomes.append(BundleReload(name=served.name, status="unchanged"))
                 continue
-            st.bundles[i] = fresh  # the service reads the same list
-            outcomes.append(_served(st, fresh, served.languages, served.route_set))
-        for path in list(st.bundle_errors):
-            outcomes.append(await _retry_invalid(st, Path(path)))
+            state.bundles[i] = fresh  # the service reads the same list
+            outcomes.append(_served(state, fresh, served.languages, served.route_set))
+        for path in list(state.bundle_errors):
+            outcomes.append(await _retry_invalid(state, Path(path)))
         return outcomes
 
 
-async def _retry_invalid(st: AppState, path: Path) -> BundleReload:
+async def _retry_invalid(state: AppState, path: Path) -> BundleReload:
     """A bundle directory that could not be opened at start, tried again."""
     try:
         fresh = await asyncio.to_thread(load_served_bundle, path)
-        if any(b.name == fresh.name for b in st.bundles):
+        if any(b.name == fresh.name for b in state.bundles):
             raise BundleError(f"a bundle named {fresh.name!r} is already served")
     except (BundleError, OSError, ValueError) as exc:
-        st.bundle_errors[str(path)] = f"{type(exc).__name__}: {exc}"
+        state.bundle_errors[str(path)] = f"{type(exc).__name__}: {exc}"
         return BundleReload(name=path.name, status="refused", reason=str(exc))
-    del st.bundle_errors[str(path)]
-    st.bundles.append(fresh)
-    return _served(st, fresh, [], set())
+    del state.bundle_errors[str(path)]
+    state.bundles.append(fresh)
+    return _served(state, fresh, [], set())
 
 
 def _served(
-    st: AppState, fresh: ServedBundle, languages: list[str], routes: set[Route]
+    state: AppState, fresh: ServedBundle, languages: list[str], routes: set[Route]
 ) -> BundleReload:
     for key in fresh.engine_keys:
-        st.metrics.init_engine(key)
+        state.metrics.init_engine(key)
     added = sorted(set(fresh.languages) - set(languages))
     new_routes = sorted(route_key(r) for r in set(fresh.routes) - routes)
     log.info("bundle %s reloaded: languages +%s, routes +%s", fresh.name, added, new_routes)

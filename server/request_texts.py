@@ -11,14 +11,15 @@ from collections.abc import Awaitable
 
 from .auth import Caller
 from .documents.plain import html_document
-from .service import TextResult, TranslationService
+from .results import TextResult
+from .service import TranslationService
 from .state import AppState
 from .terms import Translate, translate_with_terms
 from .validation import Options, Terms, parse_terms
 
 
 async def request_terms(
-    st: AppState,
+    state: AppState,
     caller: Caller,
     source: str,
     target: str,
@@ -30,17 +31,17 @@ async def request_terms(
     ``source`` auto, those of every pair into ``target``)."""
     given = parse_terms(glossary, do_not_translate)
     kind, _, key_id = caller.subject.partition(":")
-    if st.keys is None or kind != "key" or not key_id.isdigit() or len(key_id) > 18:
+    if state.keys is None or kind != "key" or not key_id.isdigit() or len(key_id) > 18:
         return given  # no database key (an anonymous caller, a key from the settings)
     pair_source = None if source == "auto" else source
-    stored = await asyncio.to_thread(st.keys.glossary, int(key_id), pair_source, target)
+    stored = await asyncio.to_thread(state.keys.glossary, int(key_id), pair_source, target)
     given_terms = {t.casefold() for t in given.required}
     kept = {t: r for t, r in stored.items() if t.casefold() not in given_terms}
     return Terms({**kept, **given.required}) if kept else given
 
 
 async def translate_texts(
-    svc: TranslationService,
+    service: TranslationService,
     texts: list[str],
     source: str,
     target: str,
@@ -53,20 +54,20 @@ async def translate_texts(
 ) -> list[TextResult]:
     """The request's texts translated, one result each, in order (the texts checked first:
     the terms translated alone are not counted as texts)."""
-    svc.validate_texts(texts)
+    service.validate_texts(texts)
     if html:
-        svc.validate_languages(source, target, model)
+        service.validate_languages(source, target, model)
         return [
-            await translate_html(svc, t, source, target, opts, model, deadline, client, terms)
+            await translate_html(service, t, source, target, opts, model, deadline, client, terms)
             for t in texts
         ]
 
-    translate = service_translate(svc, target, opts, model, deadline, client)
+    translate = service_translate(service, target, opts, model, deadline, client)
     return await translate_with_terms(translate, texts, source, terms)
 
 
 def service_translate(
-    svc: TranslationService,
+    service: TranslationService,
     target: str,
     opts: Options,
     model: str | None,
@@ -77,7 +78,7 @@ def service_translate(
     the texts were checked already, so the terms translated alone are not counted."""
 
     def translate(texts: list[str], source: str) -> Awaitable[list[TextResult]]:
-        return svc.translate(
+        return service.translate(
             texts, source, target, opts, model, limit_count=False, deadline=deadline,
             client=client,
         )  # fmt: skip
@@ -86,7 +87,7 @@ def service_translate(
 
 
 async def translate_html(
-    svc: TranslationService,
+    service: TranslationService,
     doc: str,
     source: str,
     target: str,
@@ -104,12 +105,12 @@ async def translate_html(
         return TextResult(doc, source)
     confidence = None
     if source == "auto":
-        guess = svc.detect(" ".join(document.texts), target, model)
+        guess = service.detection.detect(" ".join(document.texts), target, model)
         source, confidence = guess.language, guess.confidence
     if source == target:
         return TextResult(doc, source, confidence)
 
-    translate = service_translate(svc, target, opts, model, deadline, client)
+    translate = service_translate(service, target, opts, model, deadline, client)
     results = await translate_with_terms(translate, document.texts, source, terms or Terms())
     rebuilt = await asyncio.to_thread(document.rebuild, [r.text for r in results])
     text = rebuilt.decode("utf-8")

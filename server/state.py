@@ -15,7 +15,8 @@ from pathlib import Path
 from lsmt_core.routes import parse_route, route_key
 
 from .bundles import ServedBundle, ServedRoute, open_bundle_dirs
-from .engines import EngineRegistry, engine_cache
+from .engine_loader import engine_cache
+from .engine_registry import EngineRegistry
 from .failures import ServiceError
 from .keys import KeyStore, anonymous_limits
 from .metrics import Metrics
@@ -58,95 +59,95 @@ class AppState:
     request_id_header: bool = True
 
 
-def load_bundles(st: AppState, bundles: list[ServedBundle] | None) -> None:
+def load_bundles(state: AppState, bundles: list[ServedBundle] | None) -> None:
     """The injected ``bundles`` (opened already: ``python -m server``, tests, embedding),
     else the configured directories; a bundle that cannot be opened is recorded for
     readiness, not fatal."""
     if bundles is not None:
-        st.bundles = list(bundles)
+        state.bundles = list(bundles)
     else:
 
         def record(path: Path, exc: Exception) -> None:
-            st.bundle_errors[str(path)] = f"{type(exc).__name__}: {exc}"
+            state.bundle_errors[str(path)] = f"{type(exc).__name__}: {exc}"
             log.error("bundle %s is invalid: %s", path, exc)
 
         def disable(path: Path, exc: Exception) -> None:
-            st.disabled_models[path.name] = str(exc)
+            state.disabled_models[path.name] = str(exc)
             log.error("model %s is not served: %s", path, exc)
 
-        st.bundles.extend(open_bundle_dirs(st.settings.bundle_dirs, record, disable))
-    for b in st.bundles:
+        state.bundles.extend(open_bundle_dirs(state.settings.bundle_dirs, record, disable))
+    for b in state.bundles:
         for key in b.engine_keys:
-            st.metrics.init_engine(key)
-    for name, problems in damaged_files(st).items():
+            state.metrics.init_engine(key)
+    for name, problems in damaged_files(state).items():
         log.error("bundle %s has damaged module files: %s", name, problems)
 
 
-def readiness_problems(st: AppState) -> list[str]:
+def readiness_problems(state: AppState) -> list[str]:
     """Why the server is not ready (empty when it is): /readyz answers 503 and ``lsmt_ready``
     is 0 while any holds."""
     problems = []
-    if st.bundle_errors:
+    if state.bundle_errors:
         problems.append("invalid bundle(s)")
-    if not st.bundles:
+    if not state.bundles:
         problems.append("no bundle loaded")
-    if not st.warmup_done:
+    if not state.warmup_done:
         problems.append("warm-up not finished")
-    if st.warmup_errors:
+    if state.warmup_errors:
         problems.append("warm-up failed")
     return problems
 
 
-def damaged_files(st: AppState) -> dict[str, dict[str, str]]:
+def damaged_files(state: AppState) -> dict[str, dict[str, str]]:
     """Bundle name -> {file: problem} for files missing or not of their recorded size: a
     damaged module fails only its routes, and readiness says so from the start (a stat per
     file, so /readyz checks it on every call)."""
     out = {}
-    for b in st.bundles:
+    for b in state.bundles:
         problems = b.bundle.check_sizes()
         if problems:
             out[b.name] = problems
     return out
 
 
-def warmup_plan(st: AppState) -> list[ServedRoute]:
+def warmup_plan(state: AppState) -> list[ServedRoute]:
     """The routes to warm up: ``warmup_routes`` (none: the first route of each LSMT bundle, or
     of the first ready model when only packages are served: a folder of fifty packages would
     otherwise load fifty engines before the server is ready; ``all``: every route); a wanted
     route no bundle serves is recorded as a warm-up error."""
-    wanted = st.settings.warmup_routes
+    wanted = state.settings.warmup_routes
     if wanted is None:
-        firsts = [b for b in st.bundles if b.kind == "lsmt"] or st.bundles[:1]
+        firsts = [b for b in state.bundles if b.kind == "lsmt"] or state.bundles[:1]
         return [b.served_route(b.routes[0]) for b in firsts if b.routes]
     plan = []
     if [w.lower() for w in wanted] == ["all"]:
-        return [b.served_route(r) for b in st.bundles for r in b.routes]
+        return [b.served_route(r) for b in state.bundles for r in b.routes]
     for name in wanted:
         try:
             route = parse_route(name)
         except ValueError as exc:  # a setting's own words: recorded like a route not served
-            st.warmup_errors[name] = str(exc)
+            state.warmup_errors[name] = str(exc)
             continue
-        served = next((b for b in st.bundles if route in b.route_set), None)
+        served = next((b for b in state.bundles if route in b.route_set), None)
         if served is None:
-            st.warmup_errors[name] = "no bundle serves this route"
+            state.warmup_errors[name] = "no bundle serves this route"
         else:
             plan.append(served.served_route(route))
     return plan
 
 
-async def warm_up(st: AppState) -> None:
+async def warm_up(state: AppState) -> None:
     """Load the language-ID model and every planned route's engine, translating one short text
     on each engine (routes that share an engine share its warm-up and its error). Engines load
     ``load_workers`` at a time, beside the language-ID model: an eager start with a bundle's
     every route is as long as its engines' loads divided among the load threads."""
-    svc = st.service
-    assert svc is not None
-    opts = svc.validate_options(1, 0, 16)
+    service = state.service
+    assert service is not None
+    opts = service.validate_options(1, 0, 16)
     by_engine: dict[str, list[ServedRoute]] = {}
-    for served_route in st.warmup_routes:
+    for served_route in state.warmup_routes:
         by_engine.setdefault(served_route.engine_key, []).append(served_route)
-    slots = asyncio.Semaphore(st.settings.load_workers)
+    slots = asyncio.Semaphore(state.settings.load_workers)
 
     async def warm(sharing: list[ServedRoute]) -> None:
         """One text on the engine the routes of ``sharing`` share."""
@@ -154,7 +155,7 @@ async def warm_up(st: AppState) -> None:
         (src, tgt), model = sharing[0].route, sharing[0].served.name
         async with slots:
             try:
-                await svc.translate([WARMUP_TEXT], src, tgt, opts, model=model)
+                await service.translate([WARMUP_TEXT], src, tgt, opts, model=model)
                 log.info("warm-up %s (%s) done", ", ".join(names), model)
                 return
             except ServiceError as exc:
@@ -163,13 +164,14 @@ async def warm_up(st: AppState) -> None:
             except Exception as exc:
                 error = f"{type(exc).__name__}: {exc}"
                 log.exception("warm-up %s failed", names[0])
-        st.warmup_errors.update(dict.fromkeys(names, error))
+        state.warmup_errors.update(dict.fromkeys(names, error))
 
     await asyncio.gather(
-        asyncio.to_thread(lambda: svc.detector),  # the language-ID model, off the loop
+        # the language-ID model, off the loop
+        asyncio.to_thread(lambda: service.detection.detector),
         *(warm(sharing) for sharing in by_engine.values()),
     )
-    st.warmup_done = True
+    state.warmup_done = True
 
 
 def count_engine_cache_errors(settings: Settings, metrics: Metrics) -> Callable[[], None]:
@@ -187,10 +189,10 @@ def count_engine_cache_errors(settings: Settings, metrics: Metrics) -> Callable[
     return lambda: cache.error_listeners.remove(count)
 
 
-def open_key_store(st: AppState) -> None:
+def open_key_store(state: AppState) -> None:
     """The keys database when configured; an in-memory one when only anonymous limits are
     (their counters then last as long as the process)."""
-    if st.settings.keys_db is not None:
-        st.keys = KeyStore(st.settings.keys_db)
-    elif anonymous_limits(st.settings).any():
-        st.keys = KeyStore(":memory:")
+    if state.settings.keys_db is not None:
+        state.keys = KeyStore(state.settings.keys_db)
+    elif anonymous_limits(state.settings).any():
+        state.keys = KeyStore(":memory:")

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
 from .markup import Span, place
-from .service import TextResult
+from .results import TextResult
 from .validation import Terms
 
 Translate = Callable[[list[str], str], Awaitable[list[TextResult]]]  # texts, source

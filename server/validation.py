@@ -1,7 +1,7 @@
 """What the service checks before any work, from the settings alone: the decoding options
 (beam size, alternatives, output length) and the texts (count, emptiness, Unicode, length).
 
-The checks that need the bundles (languages, routes, models) are ``TranslationService``'s.
+The checks that need the bundles (languages, routes, models) are ``server.catalogue``'s.
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 from .failures import InvalidRequest, TooLarge
 from .settings import Settings
+
+AUTO = "auto"  # the source that asks for detection (``server.detection``)
 
 # A lone surrogate cannot be encoded to UTF-8 (the tokenizer would fail on it).
 _SURROGATE = re.compile("[\ud800-\udfff]")

@@ -160,20 +160,20 @@ def test_the_cache_keeps_to_its_bound_least_recently_used_first(bundle_dir, tmp_
 
 
 def test_the_server_loader_builds_once_for_every_process(bundle_dir, tmp_path, monkeypatch):
-    from server import engines
+    from server import engine_loader
     from server.express import lane_translator
     from server.settings import Settings
 
     settings = Settings(device="cpu", engine_cache_dir=tmp_path / "cache")
     bundle = load_bundle(bundle_dir)
-    translator, nbytes = engines.default_loader(bundle, ROUTE, settings)
-    engines._engine_cache.cache_clear()  # as a second process would start
+    translator, nbytes = engine_loader.default_loader(bundle, ROUTE, settings)
+    engine_loader._engine_cache.cache_clear()  # as a second process would start
 
     def no_assembly(*args):
         raise AssertionError("assembled although the engine was cached")
 
     monkeypatch.setattr(bundle, "assemble", no_assembly)
-    again, again_bytes = engines.default_loader(bundle, ROUTE, settings)
+    again, again_bytes = engine_loader.default_loader(bundle, ROUTE, settings)
     assert again_bytes == nbytes
     sources = [["<2fr>", *s] for s in SOURCES]
     first, second = (

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from lsmt_bundle import BundleError, load_bundle
-from lsmt_bundle.ct2 import load_translator, save_engine
+from lsmt_bundle.ct2 import load_translator, save_translator
 from lsmt_core.routes import Route
 from lsmt_core.target_vocab import select_target_vocab
 from model_export.from_torch import export_bundle
@@ -123,8 +123,8 @@ def test_int8_engine_on_disk_is_smaller_and_translates(separate: TinyBundle, tmp
     import ctranslate2
 
     dense = load_bundle(separate.path).assemble(Route("de", "en"))
-    f32 = save_engine(dense, tmp_path / "f32", "float32")
-    i8 = save_engine(dense, tmp_path / "i8", "int8")
+    f32 = save_translator(dense, tmp_path / "f32", "float32")
+    i8 = save_translator(dense, tmp_path / "i8", "int8")
     assert (i8 / "model.bin").stat().st_size < 0.6 * (f32 / "model.bin").stat().st_size
     translator = ctranslate2.Translator(str(i8), compute_type="int8")
     src = load_bundle(separate.path).source_pieces(
@@ -248,12 +248,12 @@ def test_int8_routes_build_their_engine_without_a_float32_round_trip():
         # the per-target vocabulary slice took whole int8 rows, and their scales
         rows = len(as_stored.target_vocab)
         assert as_stored.row_scales[OUTPUT_PROJECTION].shape[0] == rows
-        built = ct2.engine_files(as_stored, "int8")["model.bin"]
-        assert built == ct2.engine_files(bundle.assemble(route), "int8")["model.bin"]
-    fp16 = ct2.engine_files(bundle.assemble(Route("en", "fr"), keep_int8=True), "int8_float16")
+        built = ct2.translator_files(as_stored, "int8")["model.bin"]
+        assert built == ct2.translator_files(bundle.assemble(route), "int8")["model.bin"]
+    fp16 = ct2.translator_files(bundle.assemble(Route("en", "fr"), keep_int8=True), "int8_float16")
     assert (
         fp16["model.bin"]
-        == ct2.engine_files(bundle.assemble(Route("en", "fr")), "int8_float16")["model.bin"]
+        == ct2.translator_files(bundle.assemble(Route("en", "fr")), "int8_float16")["model.bin"]
     )
     lms = bundle.manifest.model_copy(update={"fusions": [LowRankSum(linears=["x"])]})
     assert not keeps_int8(lms)

@@ -99,7 +99,7 @@ def test_a_breach_is_reported(tmp_path):
 def test_server_and_bundle_reader_import_without_torch_training_or_export():
     r = _run_blocked(
         {"training", "model_export"},
-        "import server.app, server.__main__, server.bundles, server.engines\n"
+        "import server.app, server.__main__, server.bundles, server.engine_registry\n"
         "import lsmt_bundle, lsmt_bundle.ct2, lsmt_bundle.fusions\n"
         "assert not any(m.split('.')[0] in ('training', 'model_export') for m in sys.modules)\n"
         "print('ok')\n",
@@ -208,3 +208,51 @@ def test_an_import_circle_is_found(tmp_path):
     (pkg / "b.py").write_text("def f():\n    from pkg import a\n")
     (pkg / "c.py").write_text("import pkg.a\n")
     assert _circles(_module_imports(tmp_path, ("pkg",))) == [["pkg.a", "pkg.b"]]
+
+
+# The translation service knows no HTTP ---------------------------------------------------------
+
+# The service and the modules of its steps (server/service.py's docstring): they fail with
+# ``server.failures``' kinds, which ``server.errors`` maps to HTTP, and are run outside any
+# request too (the warm-up), so none of them imports FastAPI or the HTTP layer.
+SERVICE_STEPS = (
+    "service",
+    "validation",
+    "catalogue",
+    "detection",
+    "plans",
+    "decoders",
+    "output_retry",
+    "results",
+)
+HTTP_MODULES = {"server.app", "server.dependencies", "server.errors", "server.middleware"}
+
+
+def _http_imports(root: Path, modules: tuple[str, ...]) -> dict[str, list[str]]:
+    """Module -> the HTTP frameworks and HTTP-layer modules of ``server`` it imports."""
+    imports = _module_imports(root, ("server",))
+    found = {}
+    for module in modules:
+        name = f"server.{module}"
+        frameworks = _imported_packages(root / "server" / f"{module}.py") & {"fastapi", "starlette"}
+        layer = {m for m in imports[name] if m in HTTP_MODULES or m.startswith("server.routes")}
+        if frameworks | layer:
+            found[name] = sorted(frameworks | layer)
+    return found
+
+
+def test_the_service_and_its_steps_import_no_http():
+    assert _http_imports(ROOT, SERVICE_STEPS) == {}
+
+
+def test_an_http_import_of_a_step_is_found(tmp_path):
+    server = tmp_path / "server"
+    (server / "routes").mkdir(parents=True)
+    for name in ("__init__", "errors", "routes/__init__", "routes/translate"):
+        (server / f"{name}.py").write_text("")
+    (server / "plans.py").write_text("from fastapi import Request\nfrom .errors import x\n")
+    (server / "results.py").write_text("def f():\n    from .routes import translate\n")
+    assert _http_imports(tmp_path, ("plans", "results")) == {
+        "server.plans": ["fastapi", "server.errors"],
+        "server.results": ["server.routes.translate"],
+    }

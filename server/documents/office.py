@@ -185,18 +185,18 @@ class Paragraph:
         if not stretches:
             return
         chars: dict[str, int] = {}
-        for st in stretches:
-            chars[st.key] = chars.get(st.key, 0) + len(st.text)
+        for stretch in stretches:
+            chars[stretch.key] = chars.get(stretch.key, 0) + len(stretch.text)
         base = max(chars, key=lambda k: chars[k])  # the paragraph's own formatting
-        self.base = next(st for st in stretches if st.key == base)
+        self.base = next(stretch for stretch in stretches if stretch.key == base)
         at = 0
-        for st in stretches:
-            if st.key != base and st.text.strip():
-                span = Span(None, None, at, at + len(st.text))
+        for stretch in stretches:
+            if stretch.key != base and stretch.text.strip():
+                span = Span(None, None, at, at + len(stretch.text))
                 span.text_slot = len(texts)
-                texts.append(st.text.strip())
-                self.spans.append((span, st))
-            at += len(st.text)
+                texts.append(stretch.text.strip())
+                self.spans.append((span, stretch))
+            at += len(stretch.text)
 
     def _stretches(self) -> list[Stretch]:
         """The paragraph's stretches, or none when it is not only formatted text."""
@@ -247,9 +247,9 @@ class Paragraph:
         placed = place(self.text, [s for s, _ in self.spans], target, translations)
         pieces: list[tuple[Stretch, str]] = []
         at = 0
-        for span, st in sorted(self.spans, key=lambda x: placed[id(x[0])].start):
+        for span, stretch in sorted(self.spans, key=lambda x: placed[id(x[0])].start):
             where = placed[id(span)]
-            pieces += [(base, target[at : where.start]), (st, target[where.start : where.end])]
+            pieces += [(base, target[at : where.start]), (stretch, target[where.start : where.end])]
             at = where.end
         pieces.append((base, target[at:]))
         self._replace_runs(pieces)
@@ -271,20 +271,20 @@ class Paragraph:
                 self.paragraph.remove(child)
         written: list[ET.Element] = []
         links_used: set[int] = set()
-        for st, text in pieces:
+        for stretch, text in pieces:
             if not text:
                 continue
-            run = copy.deepcopy(st.run)
+            run = copy.deepcopy(stretch.run)
             for part in list(run):
                 if part.tag != d.tag("rPr"):
                     run.remove(part)
             self._set_text(ET.SubElement(run, d.tag("t")), text)
-            if st.link is None:
+            if stretch.link is None:
                 written.append(run)
                 continue
             # a hyperlink's first stretch goes in it; another (it held two formattings) in a copy
-            link = copy.deepcopy(st.link) if id(st.link) in links_used else st.link
-            links_used.add(id(st.link))
+            link = copy.deepcopy(stretch.link) if id(stretch.link) in links_used else stretch.link
+            links_used.add(id(stretch.link))
             for part in list(link):
                 link.remove(part)
             link.append(run)

@@ -44,24 +44,24 @@ def require_admin_key(request: Request) -> None:
         **ADMIN_ERRORS,
     },
 )
-async def reload(st: StateDep) -> JSONResponse:
+async def reload(state: StateDep) -> JSONResponse:
     """Re-open every bundle directory and serve what changed (a bundle that is incomplete or
     damaged is refused whole: the version being served stays). The body is a ReloadResponse;
     answered as a JSONResponse for its status code."""
-    outcomes = await reload_bundles(st)
+    outcomes = await reload_bundles(state)
     if any(o.status not in ("unchanged", "refused") for o in outcomes):
-        start_cache_fill(st)  # the engines of what changed, before they are asked for
+        start_cache_fill(state)  # the engines of what changed, before they are asked for
     refused = any(o.status == "refused" for o in outcomes)
     body = ReloadResponse(bundles=outcomes)
     return JSONResponse(body.model_dump(), status_code=409 if refused else 200)
 
 
-def _keys(st: AppState) -> KeyStore:
-    if st.keys is None or st.settings.keys_db is None:
+def _keys(state: AppState) -> KeyStore:
+    if state.keys is None or state.settings.keys_db is None:
         raise ApiError(
             409, "no_keys_database", "Glossaries live in the keys database: set LSMT_KEYS_DB."
         )
-    return st.keys
+    return state.keys
 
 
 def _pair(pair: str) -> tuple[str, str]:
@@ -71,8 +71,8 @@ def _pair(pair: str) -> tuple[str, str]:
         raise ApiError(400, "invalid_field", f"{exc}.", parameter="pair") from None
 
 
-async def _glossaries(st: AppState, name: str) -> GlossariesResponse:
-    found = await asyncio.to_thread(_keys(st).glossaries, name)
+async def _glossaries(state: AppState, name: str) -> GlossariesResponse:
+    found = await asyncio.to_thread(_keys(state).glossaries, name)
     if found is None:
         raise ApiError(404, "unknown_key", f"No API key named {name!r}.")
     return GlossariesResponse(name=name, glossaries=found)
@@ -83,9 +83,9 @@ async def _glossaries(st: AppState, name: str) -> GlossariesResponse:
     dependencies=[Depends(require_admin_key)],
     responses=ADMIN_ERRORS,
 )
-async def get_glossaries(name: str, st: StateDep) -> GlossariesResponse:
+async def get_glossaries(name: str, state: StateDep) -> GlossariesResponse:
     """Every glossary the API key ``name`` keeps, by pair."""
-    return await _glossaries(st, name)
+    return await _glossaries(state, name)
 
 
 @router.put(
@@ -94,15 +94,15 @@ async def get_glossaries(name: str, st: StateDep) -> GlossariesResponse:
     responses=ADMIN_ERRORS,
 )
 async def put_glossary(
-    name: str, pair: str, body: GlossaryRequest, st: StateDep
+    name: str, pair: str, body: GlossaryRequest, state: StateDep
 ) -> GlossariesResponse:
     """Replace the key's glossary for ``pair`` (``source-target``): its requests with that
     pair keep these terms, under those a request gives itself."""
     source, target = _pair(pair)
     terms = parse_terms(body.glossary, body.do_not_translate).required
-    if not await asyncio.to_thread(_keys(st).set_glossary, name, source, target, terms):
+    if not await asyncio.to_thread(_keys(state).set_glossary, name, source, target, terms):
         raise ApiError(404, "unknown_key", f"No API key named {name!r}.")
-    return await _glossaries(st, name)
+    return await _glossaries(state, name)
 
 
 @router.delete(
@@ -110,9 +110,9 @@ async def put_glossary(
     dependencies=[Depends(require_admin_key)],
     responses=ADMIN_ERRORS,
 )
-async def delete_glossary(name: str, pair: str, st: StateDep) -> GlossariesResponse:
+async def delete_glossary(name: str, pair: str, state: StateDep) -> GlossariesResponse:
     """Remove the key's glossary for ``pair``."""
     source, target = _pair(pair)
-    if not await asyncio.to_thread(_keys(st).set_glossary, name, source, target, {}):
+    if not await asyncio.to_thread(_keys(state).set_glossary, name, source, target, {}):
         raise ApiError(404, "unknown_key", f"No API key named {name!r}.")
-    return await _glossaries(st, name)
+    return await _glossaries(state, name)

@@ -15,31 +15,33 @@ router = APIRouter(tags=["catalogue"])
 
 
 @router.get("/v1/languages", response_model=LanguagesResponse)
-async def languages(svc: ServiceDep) -> LanguagesResponse:
+async def languages(service: ServiceDep) -> LanguagesResponse:
+    catalogue, known = service.catalogue, service.detection.detector.known
     return LanguagesResponse(
         languages=[
             LanguageInfo(
                 code=c,
                 name=language_name(c),
-                targets=svc.targets_for(c),
-                pivots=svc.pivot_targets(c),
+                targets=catalogue.targets_for(c),
+                pivots=catalogue.pivot_targets(c),
             )
-            for c in svc.languages
+            for c in catalogue.languages
         ],
-        routes=[route_key(r) for r in svc.routes],
-        served_by={route_key(r): svc.bundle_for(r, None).name for r in svc.routes},
+        routes=[route_key(r) for r in catalogue.routes],
+        served_by={route_key(r): catalogue.bundle_for(r, None).name for r in catalogue.routes},
         models={
-            b.name: ModelSource(kind=b.kind, provenance=b.bundle.provenance) for b in svc.bundles
+            b.name: ModelSource(kind=b.kind, provenance=b.bundle.provenance)
+            for b in catalogue.bundles
         },
-        auto_detect=[c for c in svc.languages if c in svc.detector.known],
+        auto_detect=[c for c in catalogue.languages if c in known],
     )
 
 
 @router.get("/v1/models", response_model=ModelsResponse)
-async def models(st: StateDep, registry: RegistryDep) -> ModelsResponse:
+async def models(state: StateDep, registry: RegistryDep) -> ModelsResponse:
     """The bundles, and the engines of this process with its budgets; a cluster ingress
     holds no engine (each translator replica holds its own under these budgets)."""
-    settings = st.settings
+    settings = state.settings
     cuda = settings.resolved_device == "cuda"
     return ModelsResponse(
         device=settings.resolved_device,
@@ -62,8 +64,8 @@ async def models(st: StateDep, registry: RegistryDep) -> ModelsResponse:
                 engine_keys=b.engine_keys,
                 max_source_positions=b.max_source_positions,
             )
-            for b in st.bundles
+            for b in state.bundles
         ],
-        disabled=st.disabled_models,
-        engines=registry.engine_infos(st.bundles) if registry else [],
+        disabled=state.disabled_models,
+        engines=registry.engine_infos(state.bundles) if registry else [],
     )

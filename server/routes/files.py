@@ -41,10 +41,10 @@ TERM_LIST = TypeAdapter(list[str]), "a list of terms"
 Parsed = TypeVar("Parsed")
 
 
-def files_dir(st: AppState) -> Path:
-    if st.files_dir is None:
-        st.files_dir = Path(tempfile.mkdtemp(prefix="lsmt-files-"))
-    return st.files_dir
+def files_dir(state: AppState) -> Path:
+    if state.files_dir is None:
+        state.files_dir = Path(tempfile.mkdtemp(prefix="lsmt-files-"))
+    return state.files_dir
 
 
 FILE_FORM = {
@@ -82,7 +82,7 @@ FILE_FORM = {
     responses={200: {"model": LTFileResponse}, **LT_TRANSLATE_ERRORS},
     openapi_extra=FILE_FORM,
 )
-async def translate_file(request: Request, st: StateDep, svc: ServiceDep) -> JSONResponse:
+async def translate_file(request: Request, state: StateDep, service: ServiceDep) -> JSONResponse:
     # as the other LibreTranslate endpoints: a header key is checked before the body is read,
     # a key in the form after
     header_key = key_from_request(request)
@@ -102,25 +102,25 @@ async def translate_file(request: Request, st: StateDep, svc: ServiceDep) -> JSO
         raise bad_request("unsupported_file", str(exc), allowed=list(FORMATS)) from None
     glossary = _json_field(form, "glossary", *GLOSSARY)
     keep = _json_field(form, "do_not_translate", *TERM_LIST)
-    terms = await request_terms(st, caller, source, target, glossary, keep)
-    svc.validate_texts(document.texts, limit_count=False)
-    svc.validate_languages(source, target, None)
-    await admit(st, caller, document.charged)
+    terms = await request_terms(state, caller, source, target, glossary, keep)
+    service.validate_texts(document.texts, limit_count=False)
+    service.validate_languages(source, target, None)
+    await admit(state, caller, document.charged)
     translations = document.texts
     languages = Languages(source, target)  # the translation declares its target language
     if document.texts:
-        deadline = time.monotonic() + st.settings.request_timeout_s
-        opts = svc.validate_options(None, 0, None)
-        translate = service_translate(svc, target, opts, None, deadline, caller.subject)
+        deadline = time.monotonic() + state.settings.request_timeout_s
+        opts = service.validate_options(None, 0, None)
+        translate = service_translate(service, target, opts, None, deadline, caller.subject)
         results = await translate_with_terms(translate, document.texts, source, terms)
         translations = [r.text for r in results]
         if source == "auto":  # the language detected for most of the texts
             detected = Counter(r.source for r in results).most_common(1)[0][0]
             languages = Languages(detected, target)
     name = f"{secrets.token_hex(16)}.{Path(upload.filename).name}"
-    _forget_old_files(files_dir(st), st.settings.files_ttl_s)
+    _forget_old_files(files_dir(state), state.settings.files_ttl_s)
     written = await asyncio.to_thread(document.rebuild, translations, languages)
-    (files_dir(st) / name).write_bytes(written)
+    (files_dir(state) / name).write_bytes(written)
     url = str(request.url_for("download_file", filename=name))
     return JSONResponse(LTFileResponse(translatedFileUrl=url).model_dump())
 
@@ -131,8 +131,8 @@ async def translate_file(request: Request, st: StateDep, svc: ServiceDep) -> JSO
     response_class=FileResponse,
     responses={200: {"content": {"application/octet-stream": {}}}, 404: {}},
 )
-async def download_file(filename: str, st: StateDep) -> FileResponse:
-    path = files_dir(st) / filename
+async def download_file(filename: str, state: StateDep) -> FileResponse:
+    path = files_dir(state) / filename
     if not STORED_NAME.match(filename) or not path.is_file():
         raise ApiError(404, "not_found", "No such file: it expired or was never written.")
     return FileResponse(path, filename=filename.split(".", 1)[1])

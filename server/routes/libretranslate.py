@@ -28,6 +28,7 @@ from ..dependencies import ServiceDep, StateDep
 from ..documents import FORMATS
 from ..errors import ApiError, bad_request
 from ..request_texts import request_terms, translate_texts
+from ..results import TextResult
 from ..schemas import (
     LT_DETECT_ERRORS,
     LT_TRANSLATE_ERRORS,
@@ -42,7 +43,7 @@ from ..schemas import (
     LTTranslateRequest,
     LTTranslateResponse,
 )
-from ..service import TextResult, TranslationService
+from ..service import TranslationService
 
 router = APIRouter(tags=["LibreTranslate compatible"])
 
@@ -173,20 +174,22 @@ def parse_fields(model: type[BodyModel], fields: JSONObject) -> BodyModel:
     response_model_exclude_none=True,  # a field is present when it applies (the model's doc)
     openapi_extra=request_body(LTTranslateRequest),
 )
-async def lt_translate(authenticated: Fields, st: StateDep, svc: ServiceDep) -> LTTranslateResponse:
+async def lt_translate(
+    authenticated: Fields, state: StateDep, service: ServiceDep
+) -> LTTranslateResponse:
     req = parse_fields(LTTranslateRequest, authenticated.fields)
     client = authenticated.caller.subject
     single = isinstance(req.q, str)
     texts: list[str] = [req.q] if isinstance(req.q, str) else list(req.q)
     source, target = req.source, req.target
-    opts = svc.validate_options(None, req.alternatives, None)
+    opts = service.validate_options(None, req.alternatives, None)
     caller = authenticated.caller
-    terms = await request_terms(st, caller, source, target, req.glossary, req.do_not_translate)
-    await admit(st, authenticated.caller, sum(len(t) for t in texts))
-    deadline = time.monotonic() + st.settings.request_timeout_s
+    terms = await request_terms(state, caller, source, target, req.glossary, req.do_not_translate)
+    await admit(state, authenticated.caller, sum(len(t) for t in texts))
+    deadline = time.monotonic() + state.settings.request_timeout_s
     html = req.format == "html"
     translated = await translate_texts(
-        svc, texts, source, target, opts, None, html, terms, deadline, client
+        service, texts, source, target, opts, None, html, terms, deadline, client
     )
     # an HTML document is detected whole: it has a detected language only if it had text
     detected = [_detected(r, r.detected_confidence is not None if html else source == "auto")
@@ -212,9 +215,10 @@ def _detected(r: TextResult, auto: bool) -> LTDetected | None:
     return LTDetected(confidence=percent, language=r.source)
 
 
-def _languages(svc: TranslationService) -> list[LTLanguage]:
+def _languages(service: TranslationService) -> list[LTLanguage]:
     return [
-        LTLanguage(code=c, name=language_name(c), targets=svc.targets_for(c)) for c in svc.languages
+        LTLanguage(code=c, name=language_name(c), targets=service.catalogue.targets_for(c))
+        for c in service.catalogue.languages
     ]
 
 
@@ -222,13 +226,13 @@ _LANGUAGES_SUMMARY = "Languages (LibreTranslate compatible)"
 
 
 @router.get("/languages", summary=_LANGUAGES_SUMMARY, response_model=list[LTLanguage])
-async def lt_languages_get(svc: ServiceDep) -> list[LTLanguage]:
-    return _languages(svc)
+async def lt_languages_get(service: ServiceDep) -> list[LTLanguage]:
+    return _languages(service)
 
 
 @router.post("/languages", summary=_LANGUAGES_SUMMARY, response_model=list[LTLanguage])
-async def lt_languages_post(svc: ServiceDep) -> list[LTLanguage]:
-    return _languages(svc)
+async def lt_languages_post(service: ServiceDep) -> list[LTLanguage]:
+    return _languages(service)
 
 
 @router.post(
@@ -237,13 +241,16 @@ async def lt_languages_post(svc: ServiceDep) -> list[LTLanguage]:
     responses={200: {"model": list[LTDetected]}, **LT_DETECT_ERRORS},
     openapi_extra=request_body(LTDetectRequest),
 )
-async def lt_detect(authenticated: Fields, svc: ServiceDep) -> JSONResponse:
+async def lt_detect(authenticated: Fields, service: ServiceDep) -> JSONResponse:
     req = parse_fields(LTDetectRequest, authenticated.fields)
     if not req.q.strip():
         raise bad_request("empty_text", "Field 'q' must be a non-empty string.", parameter="q")
-    svc.validate_texts([req.q])  # length, valid Unicode: the rules of /v1/translate
+    service.validate_texts([req.q])  # length, valid Unicode: the rules of /v1/translate
     return JSONResponse(
-        [{"confidence": round(100 * c, 2), "language": lang} for lang, c in svc.detect_any(req.q)]
+        [
+            {"confidence": round(100 * c, 2), "language": lang}
+            for lang, c in service.detection.detect_any(req.q)
+        ]
     )
 
 
@@ -257,14 +264,15 @@ FRONTEND_TIMEOUT_MS = 500  # LibreTranslate's default: the page translates 0.5 s
     summary="Front-end settings (LibreTranslate compatible)",
     response_model=LTFrontendSettings,
 )
-async def lt_frontend_settings(st: StateDep, svc: ServiceDep) -> LTFrontendSettings:
-    settings = st.settings
-    target = "en" if "en" in svc.languages else (svc.languages or ["en"])[0]
+async def lt_frontend_settings(state: StateDep, service: ServiceDep) -> LTFrontendSettings:
+    settings = state.settings
+    languages = service.catalogue.languages
+    target = "en" if "en" in languages else (languages or ["en"])[0]
     return LTFrontendSettings(
         charLimit=settings.max_chars_per_text,
         frontendTimeout=FRONTEND_TIMEOUT_MS,
         apiKeys=bool(settings.api_keys) or settings.keys_db is not None,
-        keyRequired=not anonymous_allowed(st),
+        keyRequired=not anonymous_allowed(state),
         suggestions=False,
         filesTranslation=True,
         supportedFilesFormat=list(FORMATS),

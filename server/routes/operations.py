@@ -19,8 +19,8 @@ router = APIRouter(tags=["operations"])
 
 
 @router.get("/healthz", response_model=HealthResponse)
-async def healthz(st: StateDep) -> HealthResponse:
-    return HealthResponse(status="ok", uptime_s=round(time.time() - st.started_at, 3))
+async def healthz(state: StateDep) -> HealthResponse:
+    return HealthResponse(status="ok", uptime_s=round(time.time() - state.started_at, 3))
 
 
 @router.get(
@@ -30,30 +30,30 @@ async def healthz(st: StateDep) -> HealthResponse:
         503: {"model": ReadinessResponse, "description": "Not ready yet, or broken."},
     },
 )
-async def readyz(st: StateDep, registry: RegistryDep) -> JSONResponse:
+async def readyz(state: StateDep, registry: RegistryDep) -> JSONResponse:
     """The body is a ReadinessResponse; answered as a JSONResponse for its status code."""
     failed = registry.failed_engines() if registry is not None else {}
-    problems = readiness_problems(st)
+    problems = readiness_problems(state)
     ready = not problems
-    damaged = damaged_files(st)
-    healthy = not failed and not damaged and not st.disabled_models
+    damaged = damaged_files(state)
+    healthy = not failed and not damaged and not state.disabled_models
     status = "ready" if ready and healthy else ("degraded" if ready else "not_ready")
     body = ReadinessResponse(
         status=status,
         ready=ready,
         problems=problems,
         bundles={
-            **{b.name: "ok" for b in st.bundles},
-            **{p: f"invalid: {m}" for p, m in st.bundle_errors.items()},
+            **{b.name: "ok" for b in state.bundles},
+            **{p: f"invalid: {m}" for p, m in state.bundle_errors.items()},
         },
         warmup=WarmupState(
-            done=st.warmup_done,
-            routes=[route_key(w.route) for w in st.warmup_routes],
-            errors=st.warmup_errors,
+            done=state.warmup_done,
+            routes=[route_key(w.route) for w in state.warmup_routes],
+            errors=state.warmup_errors,
         ),
         failed_engines=failed,
         damaged_files=damaged,
-        disabled_models=st.disabled_models,
+        disabled_models=state.disabled_models,
     )
     return JSONResponse(body.model_dump(), status_code=200 if ready else 503)
 
@@ -68,9 +68,9 @@ async def readyz(st: StateDep, registry: RegistryDep) -> JSONResponse:
         }
     },
 )
-async def metrics(st: StateDep, registry: RegistryDep) -> Response:
-    if st.metrics_view is not None:
-        return Response(await st.metrics_view(), media_type=CONTENT_TYPE_LATEST)
+async def metrics(state: StateDep, registry: RegistryDep) -> Response:
+    if state.metrics_view is not None:
+        return Response(await state.metrics_view(), media_type=CONTENT_TYPE_LATEST)
     if registry is not None:
         registry.update_gauges()
-    return Response(generate_latest(st.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+    return Response(generate_latest(state.metrics.registry), media_type=CONTENT_TYPE_LATEST)

@@ -13,6 +13,7 @@ from ..auth import CallerDep, admit
 from ..dependencies import ServiceDep, StateDep
 from ..errors import bad_request
 from ..request_texts import request_terms, translate_texts
+from ..results import TextResult
 from ..schemas import (
     ERROR_RESPONSES,
     Alternative,
@@ -21,7 +22,6 @@ from ..schemas import (
     TranslateResponse,
     Translation,
 )
-from ..service import TextResult
 
 router = APIRouter(tags=["translation"])
 
@@ -33,22 +33,22 @@ router = APIRouter(tags=["translation"])
     summary="Translate one text or a list of texts",
 )
 async def translate(
-    req: TranslateRequest, request: Request, caller: CallerDep, st: StateDep, svc: ServiceDep
+    req: TranslateRequest, request: Request, caller: CallerDep, state: StateDep, service: ServiceDep
 ) -> TranslateResponse:
     texts = [req.text] if isinstance(req.text, str) else list(req.text)
-    opts = svc.validate_options(req.beam_size, req.num_alternatives, req.max_length)
+    opts = service.validate_options(req.beam_size, req.num_alternatives, req.max_length)
     if req.format == "html" and req.num_alternatives:
         raise bad_request(
             "invalid_field", "Alternatives are offered for format 'text' only.",
             parameter="num_alternatives", allowed=[0],
         )  # fmt: skip
     terms = await request_terms(
-        st, caller, req.source, req.target, req.glossary, req.do_not_translate
+        state, caller, req.source, req.target, req.glossary, req.do_not_translate
     )
-    await admit(st, caller, sum(len(t) for t in texts))
-    deadline = time.monotonic() + st.settings.request_timeout_s
+    await admit(state, caller, sum(len(t) for t in texts))
+    deadline = time.monotonic() + state.settings.request_timeout_s
     results = await translate_texts(
-        svc, texts, req.source, req.target, opts, req.model, req.format == "html", terms,
+        service, texts, req.source, req.target, opts, req.model, req.format == "html", terms,
         deadline, caller.subject,
     )  # fmt: skip
     models = sorted({m for r in results for m in (r.pivot_model, r.model) if m})

@@ -201,7 +201,7 @@ def slow_loader(delay_s: float, calls: list | None = None, load_delay_s: float =
     """The real loader, but every translate_batch sleeps ``delay_s`` first (to hold batches in
     flight) and every load sleeps ``load_delay_s`` (to widen the cold-start window).
     ``calls`` collects the route of each load."""
-    from server.engines import default_loader
+    from server.engine_loader import default_loader
     from tests.server.translators import each_translator
 
     def load(bundle, route, settings):

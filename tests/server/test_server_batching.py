@@ -160,7 +160,7 @@ def test_the_express_lane_runs_a_short_request_in_a_small_batch(make_server):
     once in an express batch of its own size beside them, on the lane's own translator (the
     CPU's pair, server/express.py), and is answered before any document; the express lane
     runs no document sentence, so the bulk batches stay full."""
-    from server.engines import default_loader
+    from server.engine_loader import default_loader
     from server.express import LaneEngines
 
     batches: list[tuple[str, list[list[str]]]] = []  # (translator, sources) per batch

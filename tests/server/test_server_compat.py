@@ -408,7 +408,7 @@ def test_libretranslate_front_end_settings_and_suggestions(srv, keyed):
              ".po"}  # fmt: skip
     assert set(FORMATS) == kinds
     assert settings["language"]["source"] == {"code": "auto", "name": "Auto Detect"}
-    assert settings["language"]["target"]["code"] in srv.state.service.languages
+    assert settings["language"]["target"]["code"] in srv.state.service.catalogue.languages
     keyed_settings = httpx.get(f"{keyed.url}/frontend/settings", timeout=10).json()
     assert keyed_settings["keyRequired"] is True and keyed_settings["apiKeys"] is True
     r = httpx.post(f"{srv.url}/suggest", data={"q": "Hi", "s": "Hallo", "source": "en",

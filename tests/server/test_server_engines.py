@@ -125,7 +125,7 @@ def test_corrupt_module_fails_that_key_only(make_server, bundle_copy, tiny_bundl
 def test_eager_warmup_loads_each_engine_once_in_parallel(make_server, bundle_copy):
     """Every route eager: one load per engine (routes into a language share its engine),
     ``load_workers`` at a time; a damaged engine fails each of its routes, and only those."""
-    from server.engines import default_loader
+    from server.engine_loader import default_loader
 
     _corrupt(bundle_copy, "de")
     calls, running, peak = [], [0], [0]
@@ -240,7 +240,7 @@ def test_single_flight_loading(make_server, slow):
 def test_loads_of_different_keys_overlap(make_server):
     """Two cold keys asked for at once load side by side (``load_workers``), not one after
     the other: each load has started before the other one ended."""
-    from server.engines import default_loader
+    from server.engine_loader import default_loader
 
     spans: dict[str, tuple[float, float]] = {}
     both_loading = threading.Barrier(2, timeout=120)  # passed only by two loads at once

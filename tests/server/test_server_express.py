@@ -12,7 +12,8 @@ import pytest
 
 from lsmt_bundle import load_bundle
 from lsmt_core.routes import Route
-from server.engines import default_loader, wait_until_idle
+from server.engine_loader import default_loader
+from server.engine_slots import wait_until_idle
 from server.express import LaneEngines, lane_translator, start_niced
 from server.settings import Settings
 

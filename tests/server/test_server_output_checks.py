@@ -121,7 +121,7 @@ class CraftedOutput:
 
 
 def crafted_loader(craft, always: bool = False, engines: list | None = None, delay_s: float = 0.0):
-    from server.engines import default_loader
+    from server.engine_loader import default_loader
 
     def load(bundle, route, settings):
         translator, nbytes = default_loader(bundle, route, settings)
@@ -236,8 +236,8 @@ def test_a_large_request_is_checked_too(make_server, monkeypatch):
     loop."""
     import asyncio
 
-    import server.service
-    from server.service import INLINE_CHECK_SENTENCES
+    import server.output_retry
+    from server.output_retry import INLINE_CHECK_SENTENCES
 
     on_loop = []  # per checked sentence: whether an event loop runs in its thread
 
@@ -249,7 +249,7 @@ def test_a_large_request_is_checked_too(make_server, monkeypatch):
             on_loop.append(False)
         return sentence_flags(*args)
 
-    monkeypatch.setattr(server.service, "sentence_flags", flags_on)
+    monkeypatch.setattr(server.output_retry, "sentence_flags", flags_on)
     srv = make_server(loader=crafted_loader(said_three_times), output_checks=True)
     sentences = INLINE_CHECK_SENTENCES + 6
     texts = [" ".join([EN] * (sentences // 2))] * 2  # one job of 70 sentences

@@ -161,7 +161,7 @@ import sys
 from server.__main__ import block_torch
 block_torch()
 from server.bundles import load_served_bundle
-from server.engines import default_loader
+from server.engine_loader import default_loader
 from server.express import lane_translator
 from server.settings import Settings
 from lsmt_core.routes import Route

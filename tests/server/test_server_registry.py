@@ -14,7 +14,8 @@ import pytest
 
 from lsmt_core.routes import Route
 from server.bundles import load_served_bundle
-from server.engines import EngineRegistry, EngineUnavailable, State
+from server.engine_registry import EngineRegistry
+from server.engine_slots import EngineUnavailable, State
 from server.metrics import Metrics
 from server.settings import Settings
 
@@ -88,7 +89,7 @@ async def use(reg, served, src, tgt):
 
 
 def states(reg):
-    return {k.rsplit("/", 1)[1]: e.state.value for k, e in reg.engines.items()}
+    return {k.rsplit("/", 1)[1]: e.state.value for k, e in reg.slots.items()}
 
 
 def test_cuda_eviction_moves_to_host_then_drops(served):
@@ -200,7 +201,7 @@ def test_retire_waits_for_batches_in_flight_then_evicts(served):
         retiring = asyncio.create_task(reg.retire(served_route(served, "en", "de")))
         await asyncio.sleep(0.05)
         assert not retiring.done() and states(reg) == {"de": "loaded"}
-        assert reg.engines[held.key].draining  # a new batch would wait for the eviction
+        assert reg.slots[held.key].draining  # a new batch would wait for the eviction
         reg.release(held)
         await asyncio.wait_for(retiring, 60)  # a budget: it ends once released
         assert states(reg) == {"de": "unloaded"} and made["de"].log == ["unload(to_cpu=False)"]
@@ -219,7 +220,7 @@ def test_budget_held_by_busy_engines_is_transient_not_a_failure(served):
         with pytest.raises(EngineUnavailable) as info:
             await reg.acquire(served_route(served, "de", "en"))
         assert "in use" in info.value.reason and info.value.retry_after == 1.0
-        e = reg.engines["tiny:shared+tgt/en"]
+        e = reg.slots["tiny:shared+tgt/en"]
         assert e.state == State.UNLOADED and e.failures == 0
         reg.release(held)
         await use(reg, served, "de", "en")  # now it fits (en-de is idle, evicted)
@@ -239,10 +240,10 @@ def test_engine_larger_than_budget_fails_with_reason(served):
 
 
 def test_failed_load_backs_off_exponentially(served, monkeypatch):
-    import server.engines as engines
+    import server.engine_registry as engine_registry
 
     now = [1000.0]
-    monkeypatch.setattr(engines.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(engine_registry.time, "monotonic", lambda: now[0])
 
     async def run():
         reg, _, _ = registry(device="cpu", load_retry_initial_s=2, load_retry_max_s=5)
@@ -265,11 +266,11 @@ def test_failed_load_backs_off_exponentially(served, monkeypatch):
         with pytest.raises(EngineUnavailable) as info:
             await reg.acquire(served_route(served, "en", "de"))
         assert info.value.retry_after == 5  # capped
-        assert reg.engines["tiny:shared+tgt/de"].failures == 3
+        assert reg.slots["tiny:shared+tgt/de"].failures == 3
         # Other keys unaffected.
         reg.loader = lambda bundle, route, settings: (FakeTranslator(route), SIZE)
         await use(reg, served, "de", "en")
-        assert reg.engines["tiny:shared+tgt/en"].state == State.LOADED
+        assert reg.slots["tiny:shared+tgt/en"].state == State.LOADED
 
     asyncio.run(run())
 

@@ -10,7 +10,7 @@ import asyncio
 import pytest
 
 from server.failures import InvalidRequest
-from server.service import Alternative, TextResult
+from server.results import Alternative, TextResult
 from server.terms import find_terms, translate_with_terms
 from server.validation import Terms, parse_terms
 

@@ -45,7 +45,7 @@ CHROMIUM_ARGS = [
 
 
 def _slow_load(bundle, route, settings):
-    from server.engines import default_loader
+    from server.engine_loader import default_loader
 
     time.sleep(LOAD_DELAY_S)
     return default_loader(bundle, route, settings)
