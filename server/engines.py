@@ -350,21 +350,7 @@ class EngineRegistry:
     def _info(self, served: ServedBundle, key: str, e: EngineSlot | None, now: float) -> EngineInfo:
         routes = [route_key(r) for r in served.routes_of_key(key)]
         if e is None:
-            return EngineInfo(
-                key=key,
-                bundle=served.name,
-                routes=routes,
-                state="unloaded",
-                device=None,
-                bytes=0,
-                last_used=None,
-                load_seconds=None,
-                loads=0,
-                failures=0,
-                in_flight_batches=0,
-                error=None,
-                retry_in_s=None,
-            )
+            return EngineInfo.unloaded(key, served.name, routes)
         failed = e.state == State.FAILED
         resident = e.state in (State.LOADED, State.HOST)
         return EngineInfo(
