@@ -350,8 +350,9 @@ class ClusterDecoders:
         key = served_route.engine_key
         request = DecodeRequest(key, sources, options, client)
         handle = self.translator
+        model_id = self.spreader.model_id(key) if self.multiplex else key
         if self.multiplex:
-            handle = handle.options(multiplexed_model_id=self.spreader.model_id(key))
+            handle = handle.options(multiplexed_model_id=model_id)
         t0 = time.perf_counter()
         for attempt in range(REPLICA_FAILURE_TRIES):
             response = handle.remote(request)
@@ -374,7 +375,7 @@ class ClusterDecoders:
         served_by = SERVED_BY.get()
         if served_by is not None:
             served_by.add(reply.replica)
-        self.spreader.record(reply.replica, key)
+        self.spreader.record(reply.replica, key, model_id)
         if self.multiplex and self.spreader.decision_due() and not self._rebalancing():
             self.rebalancing = asyncio.create_task(self._rebalance())
         if reply.failure == "queue_full":

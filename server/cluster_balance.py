@@ -10,6 +10,10 @@ one more multiplexed model id for the same engine (``key``, ``key~1``, ...). Ser
 sends an id no replica holds to the replica with the fewest ids, the idle one, and the key's
 requests then take its ids in turn. Copies are kept (a key popular enough to need two
 replicas once is likely to again); a key has at most as many ids as there are translators.
+A copy that was decoded on the same replica as another id of its key (Serve placed it there:
+that replica had the fewest ids then, e.g. the only one while its peer was being replaced)
+brings nothing: while some live translator holds none of the key's ids, it is renamed to a
+fresh id, which Serve places anew; the old one is dropped by Serve's LRU when room is needed.
 
 Invariants: a decision is made on a full window of traffic after the last change (never on
 traffic routed by the previous state), and only with at least two translators that reported
@@ -43,20 +47,27 @@ class KeySpreader:
     min_requests: int = MIN_REQUESTS
     clock: Callable[[], float] = time.monotonic
     decoded: deque[tuple[float, str, str]] = field(default_factory=deque)  # (when, replica, key)
-    copies: dict[str, int] = field(default_factory=dict)  # key -> its ids (absent: 1)
+    ids: dict[str, list[str]] = field(default_factory=dict)  # key -> its ids (absent: the key)
+    placed: dict[str, str] = field(default_factory=dict)  # model id -> replica last decoding it
+    made: Counter[str] = field(default_factory=Counter)  # key -> copies ever named
     turns: Counter[str] = field(default_factory=Counter)
     next_decision: float = 0.0
 
+    def ids_of(self, key: str) -> list[str]:
+        return self.ids.get(key) or [key]
+
     def model_id(self, key: str) -> str:
         """The id for ``key``'s next request: its ids in turn."""
+        ids = self.ids_of(key)
         turn = self.turns[key]
         self.turns[key] += 1
-        return copy_id(key, turn % self.copies.get(key, 1))
+        return ids[turn % len(ids)]
 
-    def record(self, replica: str, key: str) -> None:
-        """A request of ``key`` was decoded on ``replica``."""
+    def record(self, replica: str, key: str, model_id: str | None = None) -> None:
+        """A request of ``key`` (sent as ``model_id``) was decoded on ``replica``."""
         now = self.clock()
         self.decoded.append((now, replica, key))
+        self.placed[model_id or key] = replica
         while self.decoded and self.decoded[0][0] < now - self.window_s:
             self.decoded.popleft()
 
@@ -70,17 +81,45 @@ class KeySpreader:
         return counts
 
     def rebalance(self, translators: set[str]) -> list[str]:
-        """Give the busiest translator's hottest keys a copy each, as many as it takes for
-        its predicted share to come within the bound. Returns the keys given a copy."""
+        """Re-place copies that landed beside their key, else give the busiest translator's
+        hottest keys a copy each, as many as bring its predicted share halfway back within
+        the bound. Returns the keys changed."""
         if not self.decision_due():
             return []
         self.next_decision = self.clock() + self.window_s / 4  # look again soon
+        if len(translators) < 2:
+            return []
+        changed = self._replace_doubled(translators) or self._spread(translators)
+        if changed:
+            self.next_decision = self.clock() + self.window_s  # judge on the new routing
+        return changed
+
+    def _new_id(self, key: str) -> str:
+        self.made[key] += 1
+        return copy_id(key, self.made[key])
+
+    def _replace_doubled(self, translators: set[str]) -> list[str]:
+        changed = []
+        for key, ids in self.ids.items():
+            holders = [self.placed.get(i) for i in ids]
+            if len(translators - set(holders)) == 0:
+                continue  # every live translator holds an id of the key already
+            seen: set[str | None] = set()
+            for n, holder in enumerate(holders):
+                if holder is not None and holder in seen:
+                    ids[n] = self._new_id(key)
+                    changed.append(key)
+                seen.add(holder)
+        return changed
+
+    def _spread(self, translators: set[str]) -> list[str]:
         counts = self.shares(translators)
         total = sum(counts.values())
-        if len(translators) < 2 or total < self.min_requests:
+        if total < self.min_requests:
             return []
         fair = total / len(translators)
-        busiest, most = counts.most_common(1)[0]
+        busiest, requests = counts.most_common(1)[0]
+        most = float(requests)
         least = min(counts.values())
         if most <= self.imbalance * fair or least * self.imbalance >= fair:
             return []
@@ -88,14 +127,12 @@ class KeySpreader:
         target = fair * (1 + self.imbalance) / 2  # the busiest one's share, halfway in bounds
         spread: list[str] = []
         for key, n in keys.most_common():
-            ids = self.copies.get(key, 1)
-            if ids >= len(translators):
+            ids = self.ids_of(key)
+            if len(ids) >= len(translators):
                 continue
-            self.copies[key] = ids + 1
+            self.ids[key] = [*ids, self._new_id(key)]
             spread.append(key)
-            most -= n / (ids + 1)  # the share of the key's requests the new id takes
+            most -= n / (len(ids) + 1)  # the share of the key's requests the new id takes
             if most <= target:
                 break
-        if spread:
-            self.next_decision = self.clock() + self.window_s  # judge on the new routing
         return spread

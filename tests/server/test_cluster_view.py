@@ -31,7 +31,8 @@ def route_traffic(spreader: KeySpreader, where: dict[str, str], requests: list[s
     multiplexing routes it: ``where`` maps a model id to its replica)."""
     for key in requests:
         spreader.clock.now += 0.1  # type: ignore[attr-defined]
-        spreader.record(where[spreader.model_id(key)], key)
+        model_id = spreader.model_id(key)
+        spreader.record(where[model_id], key, model_id)
 
 
 def test_a_replacement_that_idles_gets_copies_of_the_survivors_hot_keys():
@@ -45,7 +46,7 @@ def test_a_replacement_that_idles_gets_copies_of_the_survivors_hot_keys():
     route_traffic(spreader, where, traffic * 10)
     translators = {"survivor", "replacement"}
     assert spreader.rebalance(translators) == ["de", "fr", "es"]
-    assert spreader.copies == {"de": 2, "fr": 2, "es": 2}
+    assert spreader.ids == {k: [k, copy_id(k, 1)] for k in ("de", "fr", "es")}
     # a copy no replica holds goes to the one with the fewest keys: the replacement
     where |= {copy_id(k, 1): "replacement" for k in ("de", "fr", "es")}
     clock.now += 31
@@ -63,21 +64,25 @@ def test_balanced_traffic_and_a_lone_translator_change_nothing():
     assert spreader.rebalance({"a", "b"}) == []  # 50/50
 
 
-def test_a_key_has_at_most_an_id_per_translator_and_decisions_wait_a_window():
+def test_a_copy_placed_beside_its_key_is_placed_anew():
+    """While its peer was being replaced, a's only company was the dead replica's last
+    report: the copy of de went to a, beside de. Once b is live, the copy is renamed, and
+    Serve places the fresh id on b."""
     clock = Clock()
     spreader = KeySpreader(window_s=30.0, clock=clock)
     route_traffic(spreader, {"de": "a"}, ["de"] * 40)
-    assert spreader.rebalance({"a", "b"}) == ["de"]
-    where = {"de": "a", "de~1": "a"}  # the copy landed beside its key (a had fewer keys)
+    assert spreader.rebalance({"a", "dead"}) == ["de"]
+    where = {"de": "a", "de~1": "a"}  # Serve had a alone
     route_traffic(spreader, where, ["de"] * 40)
     assert spreader.rebalance({"a", "b"}) == []  # judged on a window of the new routing only
     clock.now += 30
+    assert spreader.rebalance({"a", "b"}) == ["de"]
+    assert spreader.ids == {"de": ["de", "de~2"]}
+    where["de~2"] = "b"
     route_traffic(spreader, where, ["de"] * 40)
-    assert spreader.rebalance({"a", "b"}) == []  # as many ids as translators already
+    assert spreader.shares({"a", "b"}) == {"a": 20, "b": 20}  # the window since the change
     clock.now += 30
-    route_traffic(spreader, where, ["de"] * 40)
-    assert spreader.rebalance({"a", "b", "c"}) == ["de"]  # a third translator: a third id
-    assert spreader.copies == {"de": 3}
+    assert spreader.rebalance({"a", "b"}) == []
 
 
 def test_few_requests_say_nothing():
@@ -88,7 +93,7 @@ def test_few_requests_say_nothing():
 
 def test_a_keys_ids_take_turns():
     spreader = KeySpreader(clock=Clock())
-    spreader.copies["de"] = 3
+    spreader.ids["de"] = ["de", "de~1", "de~2"]
     assert [spreader.model_id("de") for _ in range(4)] == ["de", "de~1", "de~2", "de"]
     assert spreader.model_id("fr") == "fr"
 
