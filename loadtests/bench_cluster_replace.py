@@ -34,7 +34,7 @@ from typing import Any
 
 import httpx
 
-from .bench_cluster import APP, _free_port, sentences, zipf_routes
+from .bench_cluster import APP, METRICS_REPORT_WAIT_S, _free_port, sentences, zipf_routes
 from .results import write_results
 from .server_process import ROOT
 
@@ -131,11 +131,32 @@ def shares_by_bucket(answers: list[tuple[float, str, int]], bucket: float) -> li
     return rows
 
 
-def running_translators() -> int:
-    from ray import serve
+def alive_translators() -> dict[str, str]:
+    """Each live translator replica (``Translator#id``) -> the id of the node it runs on, from
+    the GCS's actor table (Ray's state API needs the dashboard, which is not started)."""
+    import ray
 
-    status = serve.status().applications[APP].deployments["Translator"]
-    return int(status.replica_states.get("RUNNING", 0))
+    actors = ray._private.state.actors()  # type: ignore[attr-defined]
+    prefix = f"SERVE_REPLICA::{APP}#"
+    return {
+        a["Name"].removeprefix(prefix): a["Address"]["NodeID"]
+        for a in actors.values()
+        if a["State"] == "ALIVE" and (a.get("Name") or "").startswith(f"{prefix}Translator#")
+    }
+
+
+def engine_loads(url: str) -> float:
+    """Engine loads summed over the translators, departed ones included (their counters stay
+    in the cluster's /metrics)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = httpx.get(f"{url}/metrics", timeout=30).text
+    return sum(
+        s.value
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+        if s.name == "lsmt_engine_loads_total"
+    )
 
 
 def measure_arm(
@@ -162,7 +183,10 @@ def measure_arm(
         }
     )
     serve.run(app, name=APP, route_prefix="/")
-    traffic = Traffic(f"http://127.0.0.1:{port}", bodies, args.concurrency)
+    url = f"http://127.0.0.1:{port}"
+    time.sleep(METRICS_REPORT_WAIT_S)  # the translators' sizing loads are not the traffic's
+    loads_at_start = engine_loads(url)
+    traffic = Traffic(url, bodies, args.concurrency)
     try:
         time.sleep(args.before)
         served = Counter(r for _, r, s in traffic.answers if s == 200)
@@ -172,11 +196,16 @@ def measure_arm(
         ray.kill(actor, no_restart=True)
         replaced_at = None
         while traffic.now() < killed_at + args.after:
-            if replaced_at is None and traffic.now() > killed_at + 1 and running_translators() == 2:
+            alive = alive_translators()
+            if replaced_at is None and len(alive) == 2 and victim not in alive:
                 replaced_at = traffic.now()
             time.sleep(0.5)
     finally:
         traffic.stop()
+    try:
+        time.sleep(METRICS_REPORT_WAIT_S)  # every replica's last report is in the view
+        loads = engine_loads(url) - loads_at_start
+    finally:
         serve.delete(APP)
     buckets = shares_by_bucket(traffic.answers, args.bucket)
     aim_end = (replaced_at or killed_at) + AIM_AFTER_S
@@ -188,6 +217,8 @@ def measure_arm(
         "killed_at_s": killed_at,
         "replaced_at_s": replaced_at,
         "requests": len(traffic.answers),
+        "requests_per_s": len(traffic.answers) / traffic.answers[-1][0],
+        "engine_loads": loads,
         "errors": sum(s != 200 for _, _, s in traffic.answers),
         "busiest_share_at_aim": busiest,
         "aim_bucket_end_s": judged[-1]["t_end_s"] if judged else None,
@@ -255,7 +286,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 f"{arm}: killed {row['victim']} at {row['killed_at_s']:.0f} s, two translators "
                 f"again at {row['replaced_at_s'] or float('nan'):.0f} s; busiest share "
                 f"{row['busiest_share_at_aim']} in the bucket ending {row['aim_bucket_end_s']} "
-                f"s; {row['errors']} errors of {row['requests']}",
+                f"s; {row['errors']} errors of {row['requests']} ({row['requests_per_s']:.1f}/s), "
+                f"{row['engine_loads']:.0f} engine loads",
                 flush=True,
             )
     finally:

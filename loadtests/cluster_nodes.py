@@ -35,7 +35,7 @@ from typing import Any
 import psutil
 
 from .bench_cluster import APP, _free_port, sentences
-from .bench_cluster_replace import Traffic, running_translators
+from .bench_cluster_replace import Traffic, alive_translators
 from .results import write_results
 from .server_process import ROOT
 
@@ -77,19 +77,6 @@ def second_raylet() -> psutil.Process:
     raise RuntimeError("the second node's raylet is not running")
 
 
-def translator_nodes() -> dict[str, str]:
-    """Each live translator replica's actor name -> the id of the node it runs on (from the
-    GCS's actor table: Ray's state API needs the dashboard, which is not started)."""
-    import ray
-
-    actors = ray._private.state.actors()  # type: ignore[attr-defined]
-    return {
-        a["Name"]: a["Address"]["NodeID"]
-        for a in actors.values()
-        if a["State"] == "ALIVE" and "Translator" in (a.get("Name") or "")
-    }
-
-
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     import ray
     from ray import serve
@@ -122,7 +109,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         settings = {"bundles": [str(args.bundle)], "device": "cpu", "warmup_routes": []}
         app = build_app({"settings": settings, "translators": 2, "translator_cpus": 1.0})
         serve.run(app, name=APP, route_prefix="/")
-        placed = translator_nodes()
+        placed = alive_translators()
         print(
             f"translators: {sum(n == head for n in placed.values())} on the head node, "
             f"{sum(n != head for n in placed.values())} on the second",
@@ -140,13 +127,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             os.kill(second_raylet().pid, signal.SIGKILL)
             replaced_at = None
             while traffic.now() < killed_at + args.after:
-                on_head = all(n == head for n in translator_nodes().values())
-                if replaced_at is None and on_head and running_translators() == 2:
+                alive = alive_translators()
+                if (
+                    replaced_at is None
+                    and len(alive) == 2
+                    and all(n == head for n in alive.values())
+                ):
                     replaced_at = traffic.now()
                 time.sleep(0.5)
         finally:
             traffic.stop()
-        after = translator_nodes()
+        after = alive_translators()
         serve.shutdown()
         ray.shutdown()
     finally:
