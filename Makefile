@@ -11,7 +11,7 @@ PORT ?= 8000
 # Bundle directories to serve; empty = the bundled default model (models/default).
 BUNDLES ?=
 
-.PHONY: serve serve-cluster test test-fast lint format install-serve install-all install-browser \
+.PHONY: serve serve-cluster cluster-status cluster-stop test test-fast lint format install-serve install-all install-browser \
 	install-gettext install-promtool \
 	corpus tokenizer default-model clean
 
@@ -68,8 +68,21 @@ serve: $(VENV)/.serve-installed
 
 # The cluster application (server.cluster) on a local Ray: Serve's proxy on 127.0.0.1:8000, the
 # ingress and two translator replicas (deploy/serve.yaml). Settings: LSMT_* in the environment.
+# Ray 2.60 starts a local cluster with token authentication: its CLIs must be told to use it.
+RAY_CLI = RAY_AUTH_MODE=token $(VENV)/bin
+
 serve-cluster: $(VENV)/.cluster-installed
+	@echo "from another shell: make cluster-status (what runs), make cluster-stop (stop it all)"
 	$(VENV)/bin/serve run deploy/serve.yaml
+
+cluster-status:
+	$(RAY_CLI)/serve status
+	$(RAY_CLI)/ray status
+
+cluster-stop:
+	-$(RAY_CLI)/serve shutdown --yes
+	-pkill -INT -f "[s]erve run deploy/serve.yaml"  # [s]: not this shell
+	$(RAY_CLI)/ray stop
 
 # pytest exits 5 when it collected nothing: a failure here, not a pass.
 define pytest

@@ -12,7 +12,10 @@ holds its engine.
   (``EngineRegistry.retire``: never dropped with batches in flight).
 - ``Ingress`` is ``server.app.create_app`` with ``ClusterDecoders``: the API, keys, limits,
   validation, detection, tokenizing and joining run there, and each engine's sentences go to
-  the translators. The answer names the replicas that decoded it (``X-LSMT-Replica``).
+  the translators. The answer names the replicas that decoded it (``X-LSMT-Replica``). Keys
+  hot on one replica while another idles gain a copy on it (``server.cluster_balance``).
+- ``MetricsHub`` holds every replica's latest metrics and engines: an ingress's ``/metrics``
+  and ``/v1/models`` answer for the whole application (``server.cluster_metrics``).
 
 Settings: every process reads its ``LSMT_*`` environment as ``python -m server`` does (keys
 stay out of Serve's config), then the application's ``settings`` argument overrides it. Start
@@ -24,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,7 +44,15 @@ from ray.serve.handle import DeploymentHandle
 from .app import create_app
 from .batching import DecodeOptions, Hypothesis, QueueFull, ShuttingDown
 from .bundles import ServedBundle, ServedRoute, open_bundle_dirs
-from .cluster_metrics import MetricsHub, merge_expositions, report_forever
+from .cluster_balance import WINDOW_S, KeySpreader
+from .cluster_metrics import (
+    MetricsHub,
+    ReplicaReport,
+    exposition_report,
+    merge_engines,
+    merge_expositions,
+    report_forever,
+)
 from .decoders import SERVED_BY, LocalDecoders
 from .engine_loader import default_loader
 from .engine_registry import EngineRegistry
@@ -48,7 +60,7 @@ from .engine_slots import EngineUnavailable
 from .metrics import Metrics
 from .schemas import JSONObject
 from .settings import Settings
-from .state import AppState, count_engine_cache_errors
+from .state import AppState, EnginesView, count_engine_cache_errors
 from .timing import record_longest
 
 log = logging.getLogger("server.cluster")
@@ -86,6 +98,18 @@ def replica_name() -> str:
     ``SERVE_REPLICA::<app>#<name>``)."""
     ctx = serve.get_replica_context()
     return f"{ctx.deployment}#{ctx.replica_id.unique_id}"
+
+
+def log_through_serve() -> None:
+    """Send this project's log records to the replica's Serve log (its file, and stderr with
+    ``RAY_SERVE_LOG_TO_STDERR``): Serve configures its own logger only, and the root logger's
+    WARNING default dropped our INFO lines (a translator's "up to N engines", engine loads)."""
+    serve_logger = logging.getLogger("ray.serve")
+    for name in ("server", "lsmt", "lsmt_bundle", "lsmt_core"):
+        ours = logging.getLogger(name)
+        ours.handlers = list(serve_logger.handlers)
+        ours.setLevel(serve_logger.level)
+        ours.propagate = False
 
 
 def make_settings(overrides: JSONObject | None = None) -> Settings:
@@ -127,6 +151,7 @@ class Translator:
     async def __init__(  # type: ignore[misc]
         self, settings: JSONObject | None, hub: DeploymentHandle[MetricsHub]
     ) -> None:
+        log_through_serve()
         base = make_settings(settings)
         # CTranslate2 threads from this replica's CPUs, not the host's core count.
         resources = ray.get_runtime_context().get_assigned_resources()  # type: ignore[no-untyped-call]
@@ -142,6 +167,10 @@ class Translator:
         count_engine_cache_errors(self.settings, self.metrics)  # as long as the replica lives
         self.bundles = self._open_bundles()
         self.registry = EngineRegistry(self.settings, self.metrics)
+        # Serve's model ids (an engine key, or a copy of one: server.cluster_balance) -> the
+        # route, and each engine key's ids held here: the engine goes when the last one does.
+        self.routes_of_ids: dict[str, ServedRoute] = {}
+        self.ids_held: dict[str, set[str]] = {}
         self.executor = ThreadPoolExecutor(32, thread_name_prefix="lsmt-translate")
         self.in_flight = 0
         self.decoders = LocalDecoders(
@@ -156,13 +185,11 @@ class Translator:
 
         # Decorated here, as a plain function (Serve keeps its cache on the function): the
         # bound comes from the bundles and the budget read above.
-        async def hold(key: str) -> HeldEngine:
-            return await self._hold(key)
+        async def hold(model_id: str) -> HeldEngine:
+            return await self._hold(model_id)
 
         self.engine = serve.multiplexed(max_num_models_per_replica=self.max_engines)(hold)
-        self.reporting = asyncio.create_task(
-            report_forever(hub, self.replica, self.metrics.registry)
-        )
+        self.reporting = asyncio.create_task(report_forever(hub, self.replica, self.report))
         log.info("translator %s: up to %d engines", self.replica, self.max_engines)
 
     async def _largest_engine_bytes(self) -> int:
@@ -199,23 +226,47 @@ class Translator:
 
         return open_bundle_dirs(self.settings.bundle_dirs, report, report)
 
-    async def _hold(self, key: str) -> HeldEngine:
-        """Serve's loader for ``key``: the engine loaded in the registry (single-flight)."""
-        served_route = self._find(key)
+    def report(self) -> ReplicaReport:
+        """This replica's metrics and the engines it holds, for the hub."""
+        infos = self.registry.engine_infos(self.bundles)
+        return ReplicaReport(
+            generate_latest(self.metrics.registry).decode(),
+            [
+                i.model_copy(update={"replica": self.replica})
+                for i in infos
+                if i.state != "unloaded"
+            ],
+            self.registry.device_bytes,
+            self.registry.host_bytes,
+            translator=True,
+        )
+
+    async def _hold(self, model_id: str) -> HeldEngine:
+        """Serve's loader for ``model_id``: its engine loaded in the registry (single-flight),
+        held until Serve drops the last id of its key."""
+        served_route = self.routes_of_ids[model_id]
         engine = await self.registry.acquire(served_route)
         self.registry.release(engine)
-        return HeldEngine(self.registry, served_route)
+        self.ids_held.setdefault(served_route.engine_key, set()).add(model_id)
+        return HeldEngine(self, model_id, served_route)
+
+    async def drop(self, model_id: str, served_route: ServedRoute) -> None:
+        """Serve evicted ``model_id``: the engine goes with its key's last id."""
+        held = self.ids_held.get(served_route.engine_key, set())
+        held.discard(model_id)
+        if not held:
+            await self.registry.retire(served_route)
 
     async def __call__(self, request: DecodeRequest) -> DecodeReply:
-        # Multiplexed: Serve routed the key here and keeps it; key-blind (the benchmark's
+        # Multiplexed: Serve routed the model id here and keeps it; key-blind (the benchmark's
         # baseline, ``multiplex: false``): any replica, the registry alone bounds its engines.
         multiplexed = serve.get_multiplexed_model_id()
-        key = multiplexed or request.key
         self.in_flight += 1
         try:
-            served_route = self._find(key)
+            served_route = self._find(request.key)
             if multiplexed:
-                await self.engine(key)
+                self.routes_of_ids[multiplexed] = served_route
+                await self.engine(multiplexed)
             hypotheses = await self.decoders.decode(
                 served_route, request.sources, request.options, request.client
             )
@@ -245,25 +296,45 @@ class Translator:
 
 
 class HeldEngine:
-    """What Serve's multiplexer keeps for a key. When Serve evicts the key it awaits
+    """What Serve's multiplexer keeps for a model id. When Serve evicts the id it awaits
     ``__del__`` (an instance attribute, so garbage collection never calls it), which drains
-    and drops the engine: Serve's view of the replica's keys and the registry's stay one."""
+    and drops the engine once no id of its key is left: Serve's view of the replica's keys and
+    the registry's stay one."""
 
-    def __init__(self, registry: EngineRegistry, served_route: ServedRoute) -> None:
+    def __init__(self, translator: Translator, model_id: str, served_route: ServedRoute) -> None:
         async def retire() -> None:
-            await registry.retire(served_route)
+            await translator.drop(model_id, served_route)
 
         self.__del__ = retire
 
 
 class ClusterDecoders:
     """The ingress's decoders: each engine's sentences to the translator replica Serve
-    picks for the engine key (``multiplex``), or to any replica (key-blind balancing, the
-    baseline the cluster benchmark compares with)."""
+    picks for the engine key, or a copy of it (``multiplex``; ``server.cluster_balance``), or
+    to any replica (key-blind balancing, the baseline the cluster benchmark compares with).
+    ``translators()`` names the translator replicas alive now."""
 
-    def __init__(self, translator: DeploymentHandle[Translator], multiplex: bool = True) -> None:
+    def __init__(
+        self,
+        translator: DeploymentHandle[Translator],
+        translators: Callable[[], Awaitable[set[str]]],
+        multiplex: bool = True,
+        balance_window_s: float = WINDOW_S,
+    ) -> None:
         self.translator = translator
+        self.translators = translators
         self.multiplex = multiplex
+        self.spreader = KeySpreader(window_s=balance_window_s)
+        self.rebalancing: asyncio.Task[None] | None = None
+
+    async def _rebalance(self) -> None:
+        try:
+            spread = self.spreader.rebalance(await self.translators())
+        except Exception as exc:  # the hub restarting: the next decision catches up
+            log.warning("rebalancing skipped: %s", exc)
+            return
+        if spread:
+            log.info("keys given one more replica: %s", ", ".join(spread))
 
     def check(self, served_route: ServedRoute) -> None:
         """Engine failures are the replicas' to know: a failed key answers 503 from there."""
@@ -281,8 +352,9 @@ class ClusterDecoders:
         key = served_route.engine_key
         request = DecodeRequest(key, sources, options, client)
         handle = self.translator
+        model_id = self.spreader.model_id(key) if self.multiplex else key
         if self.multiplex:
-            handle = handle.options(multiplexed_model_id=key)
+            handle = handle.options(multiplexed_model_id=model_id)
         t0 = time.perf_counter()
         for attempt in range(REPLICA_FAILURE_TRIES):
             response = handle.remote(request)
@@ -305,6 +377,9 @@ class ClusterDecoders:
         served_by = SERVED_BY.get()
         if served_by is not None:
             served_by.add(reply.replica)
+        self.spreader.record(reply.replica, key, model_id)
+        if self.multiplex and self.spreader.decision_due() and not self._rebalancing():
+            self.rebalancing = asyncio.create_task(self._rebalance())
         if reply.failure == "queue_full":
             raise QueueFull()
         if reply.failure == "engine_unavailable":
@@ -313,8 +388,13 @@ class ClusterDecoders:
             raise ShuttingDown()
         return reply.hypotheses
 
+    def _rebalancing(self) -> bool:
+        return self.rebalancing is not None and not self.rebalancing.done()
+
     async def close(self) -> None:
-        """Nothing of its own: the translators close with their replicas."""
+        """The translators close with their replicas; a decision under way is dropped."""
+        if self.rebalancing is not None:
+            self.rebalancing.cancel()
 
 
 @serve.deployment(max_ongoing_requests=256, ray_actor_options={"num_cpus": 0.5})
@@ -329,33 +409,51 @@ class Ingress:
         hub: DeploymentHandle[MetricsHub],
         settings: JSONObject | None = None,
         multiplex: bool = True,
+        balance_window_s: float = WINDOW_S,
     ) -> None:
+        log_through_serve()
         self.replica = replica_name()
         self.hub = hub
         self.asgi = create_app(  # not self.app: Serve's ingress classes have that property
             make_settings(settings),
-            decoders=lambda state: ClusterDecoders(translator, multiplex),
+            decoders=lambda state: ClusterDecoders(
+                translator, self.live_translators, multiplex, balance_window_s
+            ),
         )
         self.state: AppState = self.asgi.state.lsmt
         self.state.metrics_view = self.metrics_view
+        self.state.engines_view = self.engines_view
         # Serve's proxy writes X-Request-ID on every response; a second one would repeat it
         self.state.request_id_header = False
         self.reporting = asyncio.create_task(
-            report_forever(hub, self.replica, self.state.metrics.registry)
+            report_forever(hub, self.replica, exposition_report(self.state.metrics.registry))
         )
 
     def __serve_build_asgi_app__(self) -> FastAPI:
         return self.asgi
 
-    async def metrics_view(self) -> bytes:
-        """Every replica's latest report, this one's as of now."""
+    async def _reports(self) -> dict[str, ReplicaReport]:
         try:
-            reports: dict[str, str] = await self.hub.collect.remote()
+            reports: dict[str, ReplicaReport] = await self.hub.collect.remote()
         except Exception as exc:
             log.warning("the metrics hub did not answer: %s", exc)
             reports = {}
-        reports[self.replica] = generate_latest(self.state.metrics.registry).decode()
-        return merge_expositions(reports)
+        return reports
+
+    async def metrics_view(self) -> bytes:
+        """Every replica's latest metrics (and what departed ones left), this one's as of now."""
+        expositions = {r: report.exposition for r, report in (await self._reports()).items()}
+        expositions[self.replica] = generate_latest(self.state.metrics.registry).decode()
+        return merge_expositions(expositions)
+
+    async def engines_view(self) -> EnginesView:
+        """Every translator's engines, as they last reported them."""
+        return merge_engines(self.state.bundles, await self._reports())
+
+    async def live_translators(self) -> set[str]:
+        """The translator replicas that reported within the last two report intervals."""
+        names: set[str] = await self.hub.translators.remote()
+        return names
 
     async def __del__(self) -> None:
         if hasattr(self, "reporting"):  # Serve calls it after a failed constructor too
@@ -369,6 +467,7 @@ class AppArgs(TypedDict, total=False):
     translators: int
     translator_cpus: float
     multiplex: bool
+    balance_window_s: float
 
 
 def build_app(args: AppArgs) -> Application:
@@ -376,10 +475,12 @@ def build_app(args: AppArgs) -> Application:
     server.cluster:build_app``). ``args``: ``settings``, overrides of ``LSMT_*`` for every
     replica (bundles, budgets, limits; never keys: those come from the environment),
     ``translators`` and ``translator_cpus`` (replicas, CPUs each; a Serve config's
-    ``deployments`` section may set them too), and ``multiplex`` (default true; false routes
-    key-blind, for comparison)."""
+    ``deployments`` section may set them too), ``multiplex`` (default true; false routes
+    key-blind, for comparison) and ``balance_window_s`` (the traffic window on which hot keys
+    gain a replica, ``server.cluster_balance``)."""
     settings = dict(args.get("settings") or {})
     multiplex = bool(args.get("multiplex", True))
+    window = float(args.get("balance_window_s", WINDOW_S))
     options: JSONObject = {}
     if "translators" in args:
         options["num_replicas"] = int(args["translators"])
@@ -388,5 +489,5 @@ def build_app(args: AppArgs) -> Application:
     # the deployment decorators make the classes Deployments, which mypy does not see
     hub = MetricsHub.bind()  # type: ignore[attr-defined]
     translator = Translator.options(**options).bind(settings, hub)  # type: ignore[attr-defined]
-    app: Application = Ingress.bind(translator, hub, settings, multiplex)  # type: ignore[attr-defined]
+    app: Application = Ingress.bind(translator, hub, settings, multiplex, window)  # type: ignore[attr-defined]
     return app

@@ -96,21 +96,7 @@ def engine_info(
     asked for); ``device``: the registry's device tier."""
     routes = [route_key(r) for r in served.routes_of_key(key)]
     if slot is None:
-        return EngineInfo(
-            key=key,
-            bundle=served.name,
-            routes=routes,
-            state="unloaded",
-            device=None,
-            bytes=0,
-            last_used=None,
-            load_seconds=None,
-            loads=0,
-            failures=0,
-            in_flight_batches=0,
-            error=None,
-            retry_in_s=None,
-        )
+        return EngineInfo.unloaded(key, served.name, routes)
     failed = slot.state == State.FAILED
     resident = slot.state in (State.LOADED, State.HOST)
     return EngineInfo(

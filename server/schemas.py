@@ -185,6 +185,30 @@ class EngineInfo(BaseModel):
     in_flight_batches: int
     error: str | None
     retry_in_s: float | None = Field(description="Failed engines: time until the next try.")
+    replica: str | None = Field(
+        None,
+        description="The cluster's translator replica holding it (a key may be held by "
+        "several); absent on a single server.",
+    )
+
+    @classmethod
+    def unloaded(cls, key: str, bundle: str, routes: list[str]) -> EngineInfo:
+        """A key that no engine serves now (never asked for, or dropped)."""
+        return cls(
+            key=key,
+            bundle=bundle,
+            routes=routes,
+            state="unloaded",
+            device=None,
+            bytes=0,
+            last_used=None,
+            load_seconds=None,
+            loads=0,
+            failures=0,
+            in_flight_batches=0,
+            error=None,
+            retry_in_s=None,
+        )
 
 
 class BundleInfo(BaseModel):
@@ -200,8 +224,13 @@ class BundleInfo(BaseModel):
 class ModelsResponse(BaseModel):
     device: str
     compute_type: str
-    budgets: dict[str, int] = Field(description="device_bytes, host_bytes.")
-    used: dict[str, int] = Field(description="device_bytes, host_bytes.")
+    budgets: dict[str, int] = Field(
+        description="device_bytes, host_bytes: of this process (on the cluster: of each "
+        "translator replica)."
+    )
+    used: dict[str, int] = Field(
+        description="device_bytes, host_bytes (on the cluster: every translator's together)."
+    )
     bundles: list[BundleInfo]
     disabled: dict[str, str] = Field(
         description="Ready models (packages) that could not be opened, and why: their routes "

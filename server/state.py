@@ -20,12 +20,29 @@ from .engine_registry import EngineRegistry
 from .failures import ServiceError
 from .keys import KeyStore, anonymous_limits
 from .metrics import Metrics
+from .schemas import EngineInfo
 from .service import TranslationService
 from .settings import Settings
 
 log = logging.getLogger("server")
 
 WARMUP_TEXT = "Hello."
+
+
+@dataclass(frozen=True)
+class EnginesView:
+    """The engines ``GET /v1/models`` lists, and the bytes they hold."""
+
+    engines: list[EngineInfo]
+    device_bytes: int
+    host_bytes: int
+
+    @classmethod
+    def of(cls, registry: EngineRegistry | None, bundles: list[ServedBundle]) -> EnginesView:
+        """This process's engines (none without a registry: a cluster ingress)."""
+        if registry is None:
+            return cls([], 0, 0)
+        return cls(registry.engine_infos(bundles), registry.device_bytes, registry.host_bytes)
 
 
 @dataclass
@@ -54,6 +71,9 @@ class AppState:
     # The /metrics body when it is not this process's registry alone: the cluster ingress's
     # view over every replica (server.cluster_metrics).
     metrics_view: Callable[[], Awaitable[bytes]] | None = None
+    # The engines of /v1/models when they are not this process's: the cluster ingress's view
+    # over every translator replica (server.cluster_metrics).
+    engines_view: Callable[[], Awaitable[EnginesView]] | None = None
     # False where a proxy in front writes X-Request-ID on every response (the cluster: Ray
     # Serve's, from the request's own header, which the request id is read from here too)
     request_id_header: bool = True

@@ -220,6 +220,25 @@ def test_cluster_benchmark_quick(tmp_path):
     _png(out / "cluster_multiplex.png")
 
 
+def test_cluster_replacement_benchmark_quick(tmp_path):
+    """A translator killed under traffic on a real local Ray: Serve replaces it, and after
+    the replacement is up the survivor's keys spread to it (both replicas answer)."""
+    from loadtests import bench_cluster_replace
+
+    out = tmp_path / "replace"
+    result = bench_cluster_replace.main(["--quick", "--out", str(out)])
+    (row,) = result["rows"]
+    assert row["arm"] == "balance" and row["replaced_at_s"] is not None, row
+    assert row["errors"] <= 2 * 2, row  # at most the requests in flight on the victim
+    last = [b for b in row["buckets"] if b["shares"]][-1]
+    assert len(last["shares"]) == 2 and row["victim"] not in last["shares"], row
+    saved = json.loads((out / "cluster_replace.json").read_text())
+    assert saved["rows"][0]["buckets"] == row["buckets"]
+    with open(out / "cluster_replace.csv") as f:
+        assert len(list(csv.DictReader(f))) == len(row["buckets"])
+    _png(out / "cluster_replace.png")
+
+
 def test_cold_path_profile_quick(quick_models, tmp_path):
     from loadtests import profile_cold
 

@@ -10,6 +10,7 @@ from lsmt_core.routes import route_key
 from ..bundles import language_name
 from ..dependencies import RegistryDep, ServiceDep, StateDep
 from ..schemas import BundleInfo, LanguageInfo, LanguagesResponse, ModelSource, ModelsResponse
+from ..state import EnginesView
 
 router = APIRouter(tags=["catalogue"])
 
@@ -39,9 +40,13 @@ async def languages(service: ServiceDep) -> LanguagesResponse:
 
 @router.get("/v1/models", response_model=ModelsResponse)
 async def models(state: StateDep, registry: RegistryDep) -> ModelsResponse:
-    """The bundles, and the engines of this process with its budgets; a cluster ingress
-    holds no engine (each translator replica holds its own under these budgets)."""
+    """The bundles, and the engines of this process with its budgets; on the cluster, every
+    translator replica's engines (each holds its own under these budgets)."""
     settings = state.settings
+    if state.engines_view is not None:
+        view = await state.engines_view()
+    else:
+        view = EnginesView.of(registry, state.bundles)
     cuda = settings.resolved_device == "cuda"
     return ModelsResponse(
         device=settings.resolved_device,
@@ -50,10 +55,7 @@ async def models(state: StateDep, registry: RegistryDep) -> ModelsResponse:
             "device_bytes": settings.resolved_device_budget,
             "host_bytes": settings.host_budget_bytes if cuda else 0,
         },
-        used={
-            "device_bytes": registry.device_bytes if registry else 0,
-            "host_bytes": registry.host_bytes if registry else 0,
-        },
+        used={"device_bytes": view.device_bytes, "host_bytes": view.host_bytes},
         bundles=[
             BundleInfo(
                 name=b.name,  # not its filesystem path: that is the operator's business
@@ -67,5 +69,5 @@ async def models(state: StateDep, registry: RegistryDep) -> ModelsResponse:
             for b in state.bundles
         ],
         disabled=state.disabled_models,
-        engines=registry.engine_infos(state.bundles) if registry else [],
+        engines=view.engines,
     )

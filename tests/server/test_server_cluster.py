@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import socket
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,9 @@ SETTINGS = {
     "no_repeat_ngram_size": 0,
 }
 RAY_PROCESSES = {"raylet", "gcs_server", "plasma_store"}
+# Short, so that a hot key gains a replica within the test (server.cluster_balance); the
+# other tests send too few requests in any such window (20 needed) to move a key.
+BALANCE_WINDOW_S = 3.0
 
 
 class Cluster:
@@ -74,7 +78,14 @@ def cluster(tiny_bundle):
         # the host as deploy/serve.yaml (make serve-cluster) gives it, read as Serve reads it
         config = ServeDeploySchema.model_validate(yaml.safe_load(SERVE_CONFIG.read_text()))
         serve.start(http_options={"host": config.http_options.host, "port": port})
-        app = build_app({"settings": settings, "translators": 2, "translator_cpus": 0.5})
+        app = build_app(
+            {
+                "settings": settings,
+                "translators": 2,
+                "translator_cpus": 0.5,
+                "balance_window_s": BALANCE_WINDOW_S,
+            }
+        )
         serve.run(app, name=APP, route_prefix="/")
         yield c
     finally:
@@ -178,6 +189,36 @@ def test_metrics_are_one_view_over_every_replica(cluster):
     assert http and all(s.labels["replica"].startswith("Ingress#") for s in http)
 
 
+def test_models_lists_every_replicas_engines(cluster):
+    """/v1/models on the ingress lists the engines of each translator replica, named, with the
+    bytes they hold; and each translator's start-up line reached its Serve log."""
+    held = {t: replica_of(cluster.post(body("Let there be light.", t))) for t in ("de", "fr")}
+    deadline = time.monotonic() + 30  # the replicas report every few seconds
+    while True:
+        models = httpx.get(f"{cluster.url}/v1/models", timeout=30).json()
+        loaded = {
+            (e["key"], e["replica"]): e["bytes"]
+            for e in models["engines"]
+            if e["state"] == "loaded"
+        }
+        wanted = {(f"tiny:shared+tgt/{t}", replica) for t, replica in held.items()}
+        if wanted <= set(loaded):
+            break
+        assert time.monotonic() < deadline, (wanted, loaded)
+        time.sleep(1)
+    assert all(nbytes > 0 for nbytes in loaded.values())
+    assert models["used"]["device_bytes"] >= sum(loaded.values())
+    keys = {e["key"] for e in models["engines"]}
+    assert keys == set(models["bundles"][0]["engine_keys"])  # unheld keys listed unloaded
+    logs = Path(ray._private.worker._global_node.get_logs_dir_path()) / "serve"
+    lines = [
+        line
+        for log in logs.glob(f"replica_{APP}_Translator_*.log")
+        for line in log.read_text(errors="replace").splitlines()
+    ]
+    assert sum("up to 2 engines" in line for line in lines) >= 2, lines[-20:]
+
+
 def test_outputs_equal_the_single_process_server(cluster, make_server, tiny_bundle):
     single = make_server(**{k: v for k, v in SETTINGS.items() if k != "device"})
     alternatives = {**body("And the evening and the morning were the first day.", "fr")}
@@ -201,6 +242,7 @@ def test_a_replica_killed_in_flight(cluster):
     or 503 with Retry-After); Serve replaces it and later requests succeed."""
     long_text = " ".join(f"And the evening and the morning were day {i}." for i in range(40))
     victim = replica_of(cluster.post(body("In the beginning.", "de")))
+    loads_before = engine_loads(cluster)
     actor = ray.get_actor(f"SERVE_REPLICA::{APP}#{victim}", namespace="serve")
     with ThreadPoolExecutor(6) as pool:
         futures = [pool.submit(cluster.post, body(long_text, "de"), 120) for _ in range(6)]
@@ -234,6 +276,33 @@ def test_a_replica_killed_in_flight(cluster):
             ).status_code
             == 200
         )
+    # the victim's engine loads stay counted in the cluster's sum
+    assert engine_loads(cluster) >= loads_before
+
+
+def engine_loads(cluster: Cluster) -> float:
+    text = httpx.get(f"{cluster.url}/metrics", timeout=30).text
+    return sum(
+        s.value
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+        if s.name == "lsmt_engine_loads_total"
+    )
+
+
+def test_a_replacement_replica_takes_a_share_of_the_keys_in_use(cluster):
+    """After the kill (above) the keys in use are on the survivor: under traffic, a hot key
+    gains a second model id, which Serve places on the replica with the fewest keys, and
+    the key's requests are decoded on both replicas."""
+    seen: Counter[str] = Counter()
+    deadline = time.monotonic() + 120
+    with ThreadPoolExecutor(4) as pool:
+        while len(seen) < 2:
+            assert time.monotonic() < deadline, seen
+            texts = [f"And the evening and the morning were day {i}." for i in range(8)]
+            for r in pool.map(lambda t: cluster.post(body(t, "de")), texts):
+                seen[replica_of(r)] += 1
+    print("SHARES", seen)
 
 
 def test_shutdown_leaves_no_ray_process(cluster):
