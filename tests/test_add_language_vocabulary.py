@@ -123,13 +123,14 @@ def test_german_routes_decode_as_the_trained_model(grown, german, route):
 def test_the_bundle_evaluation_reads_and_writes_german_as_the_server_does(grown, route):
     """``model_export.evaluate`` (the scores the shipping rule compares) tokenizes each side
     with its language's tokenizer, German's own here, as the server does."""
-    from lsmt_bundle.ct2 import load_translator, translate_pieces
+    from lsmt_bundle.ct2 import translate_pieces
+    from lsmt_bundle.engines import load_engine
     from model_export.evaluate import Decoding, translate_route
 
     bundle_dir, _, _ = grown
     served = ServedBundle(load_bundle(bundle_dir))
     bundle, texts = served.bundle, TEXTS[route.src]
-    translator, _ = load_translator(bundle.assemble(route), compute_type="float32")
+    translator, _ = load_engine(bundle.assemble(route), compute_type="float32")
     results = translate_pieces(
         translator, [served.encode(t, route) for t in texts], bundle.max_source_positions,
         beam_size=2,

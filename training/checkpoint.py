@@ -113,10 +113,6 @@ class CheckpointMeta:
     def tag_scheme(self) -> TagScheme:
         return self.model_config.tag_scheme
 
-    @property
-    def route_keys(self) -> list[str]:
-        return [route_key(r) for r in self.routes]
-
     def spm_model_bytes(self) -> bytes:
         """The SentencePiece model the checkpoint was trained with (embedded copy)."""
         if self._spm_model is None:
