@@ -52,7 +52,7 @@ from .distributed import (
     wrap_ddp,
 )
 from .model import build_model
-from .model.sparse import selection_record
+from .model.sparse_transformer import selection_record
 from .paths import resolve_path
 from .recipe import Recipe
 from .run_log import RunLog, TrainWindow
