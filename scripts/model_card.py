@@ -81,6 +81,13 @@ def scores_table(before: dict | None, after: dict, offered: set[str]) -> list[st
     return rows
 
 
+def committed_folder(recorded: str) -> str:
+    """Where a committed source's folder is now: bundles built before the corpus code left
+    ``training`` for ``lsmt_text`` (issue 44) record ``training/data/...``."""
+    old = "training/data/"
+    return "lsmt_text/data/" + recorded.removeprefix(old) if recorded.startswith(old) else recorded
+
+
 def source_table(corpus: dict, languages: list[str]) -> list[str]:
     """Training pairs with each language on one side, per source, and the source's licence."""
     per: dict[str, dict[str, int]] = {}
@@ -98,7 +105,8 @@ def source_table(corpus: dict, languages: list[str]) -> list[str]:
             first = sorted(info["packages"])[0]
             packages = f"`{first.rsplit('-', 1)[0]}-*` {info['packages'][first]}"
         if "files" in info:  # committed in the repository, with its licence and attribution
-            packages = f"[`{info['files']}`]({info['files']}/)"
+            folder = committed_folder(info["files"])
+            packages = f"[`{folder}`]({folder}/)"
         counts = per.get(name, {})
         rows.append(
             f"| {name} | {info.get('licence', '')} | {packages} | "
@@ -272,7 +280,7 @@ def _data(card: CardInputs) -> list[str]:
         lines += [
             "Pairs in the training split with the language on one side (every direction "
             "between the languages; one pair counts for both its languages). Built by "
-            "`python -m training.data build --sources "
+            "`python -m lsmt_text.data build --sources "
             + ",".join(corpus.get("build_args", {}).get("sources", ["bible"]))
             + "` from the packages and committed folders named (alignment and cleaning: "
             "docs/data.md); untranslated, misaligned and duplicate pairs removed; whole "

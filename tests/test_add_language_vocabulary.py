@@ -17,6 +17,7 @@ import torch
 
 from lsmt_bundle import load_bundle
 from lsmt_core.routes import Route
+from lsmt_text.tokenizer import Tokenizer, train
 from server.bundles import ServedBundle
 from tests.additions import assert_decodes_as_trained, grow, served_beams
 from tests.bundles import file_digests
@@ -24,7 +25,6 @@ from tests.tiny import LSL_TOY_MODEL, lsl_toy_recipe, toy_sentences
 from training.checkpoint import NewVocabularies, init_from_checkpoint, load_checkpoint
 from training.model import build_model
 from training.recipe import load_recipe
-from training.tokenizer import Tokenizer, train
 from training.trainer import Trainer
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_thread")]

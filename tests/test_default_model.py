@@ -52,7 +52,7 @@ def heldout(tmp_path_factory) -> Path:
         [
             sys.executable,
             "-m",
-            "training.data",
+            "lsmt_text.data",
             "build",
             "--out",
             str(out),
@@ -148,7 +148,7 @@ def assert_above_copy(server_url: str, testset: dict, sentences: int, min_gain: 
 
 
 def test_every_offered_route_translates_held_out_verses_well_above_copy(server_url, heldout):
-    from training.data.testsets import load_testset
+    from lsmt_text.data.testsets import load_testset
 
     languages = httpx.get(f"{server_url}/v1/languages", timeout=10).json()
     assert languages  # the endpoint answers for the default bundle
@@ -156,7 +156,7 @@ def test_every_offered_route_translates_held_out_verses_well_above_copy(server_u
 
 
 def test_every_offered_route_translates_held_out_everyday_sentences_above_copy(server_url, heldout):
-    from training.data.testsets import load_testset
+    from lsmt_text.data.testsets import load_testset
 
     everyday = load_testset("tatoeba-test", heldout)
     assert_above_copy(server_url, everyday, EVERYDAY_SENTENCES, EVERYDAY_MIN_GAIN)

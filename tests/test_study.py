@@ -1,4 +1,4 @@
-"""The study driver (training.study) end to end on the toy corpus: arms trained for equal time
+"""The study driver (lsmt_study) end to end on the toy corpus: arms trained for equal time
 through the CLI (one of two chained stages, one leaving a direction out), exported, evaluated
 through their engines, resumed where a call was cut short, and reported."""
 
@@ -11,7 +11,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from training.study import Study, load_study, main
+from lsmt_study.study import Study, load_study, main
 
 MINUTES = 0.08  # 4.8 s of training per arm
 

@@ -96,7 +96,7 @@ def test_recipe_overrides():
 
 @pytest.mark.parametrize("scheme", list(TagScheme))
 def test_source_encoder_matches_tag_source(toy_data, scheme):
-    from training.tokenizer import Tokenizer
+    from lsmt_text.tokenizer import Tokenizer
 
     tok = Tokenizer(toy_data[1])
     enc = SourceEncoder(tok, scheme, "<LQ>")

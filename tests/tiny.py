@@ -77,7 +77,7 @@ def toy_sentences(n: int, seed: int) -> list[dict[str, str]]:
 
 
 def make_toy_corpus(root: Path) -> Path:
-    from training.data.formats import mono_path, write_lines, write_pairs
+    from lsmt_text.data.formats import mono_path, write_lines, write_pairs
 
     data = root / "corpus"
     for i, (split, n) in enumerate(SIZES.items()):
@@ -92,7 +92,7 @@ def make_toy_corpus(root: Path) -> Path:
 
 
 def make_toy_tokenizer(data: Path, out: Path) -> Path:
-    from training.tokenizer import train
+    from lsmt_text.tokenizer import train
 
     train(data, out, vocab_size=360, max_sentences_per_language=None, num_threads=1)
     return out

@@ -44,10 +44,10 @@ from torch import nn
 from lsmt_core.manifest import TARGET_DECODER, VOCABULARY_GROUPS
 from lsmt_core.routes import Route, parse_route, route_key
 from lsmt_core.tags import TagScheme
+from lsmt_text.paths import resolve_path
 
 from .model import ModelConfig, Seq2SeqTransformer, build_model
 from .model.layers import language_specific_name, shared_name, split_language_specific
-from .paths import resolve_path
 from .recipe import Recipe, recipe_from_dict
 
 CHECKPOINT_FORMAT = 1

@@ -2,11 +2,11 @@
 on the same data and tokenizer, each exported and evaluated as it is served, and one table per
 comparison beside the paper's own figures.
 
-    python -m training.study run STUDY [--out runs/study] [--arms dense,lsl] [--minutes M]
+    python -m lsmt_study run STUDY [--out runs/study] [--arms dense,lsl] [--minutes M]
         [--device auto] [--max-sentences N] [--set key=value ...]
-    python -m training.study report RESULTS_DIR [RESULTS_DIR ...] [--study STUDY] [--out DIR]
+    python -m lsmt_study report RESULTS_DIR [RESULTS_DIR ...] [--study STUDY] [--out DIR]
 
-A study (``training/studies/*.yaml``, :class:`Study`) names its data, the minutes every arm
+A study (``lsmt_study/studies/*.yaml``, :class:`Study`) names its data, the minutes every arm
 trains, the recipe overrides every stage gets, the test sets, its arms and its comparisons.
 An arm is one or more stages, each a recipe trained for its share of the arm's minutes; a
 later stage starts from the one before it (``{previous}`` in its overrides is the previous
@@ -45,8 +45,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from lsmt_core.routes import parse_route
-
-from .paths import resolve_path
+from lsmt_text.paths import resolve_path
 
 
 class Stage(BaseModel):
@@ -118,7 +117,7 @@ STUDIES_DIR = Path(__file__).resolve().parent / "studies"
 
 
 def load_study(name_or_path: Path | str) -> Study:
-    """A study file, or the name of one in ``training/studies/``."""
+    """A study file, or the name of one in ``lsmt_study/studies/``."""
     p = Path(name_or_path)
     if not p.is_file():
         p = STUDIES_DIR / (p.name if p.suffix == ".yaml" else f"{p.name}.yaml")
@@ -473,13 +472,13 @@ def _plot_curves(results: dict[str, dict[str, Any]], path: Path) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m training.study",
+        prog="python -m lsmt_study",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="train, export and evaluate arms")
-    r.add_argument("study", help="a study file, or a name in training/studies/")
+    r.add_argument("study", help="a study file, or a name in lsmt_study/studies/")
     r.add_argument("--out", type=Path, default=Path("runs/study"))
     r.add_argument("--arms", help="comma-separated arms (default: all, in the file's order)")
     r.add_argument("--minutes", type=float, help="each arm's training time (default: the study's)")
@@ -526,7 +525,3 @@ def main(argv: list[str] | None = None) -> int:
     path = write_report(load_study(study_file), results, args.out or args.results[0])
     print(path.read_text(encoding="utf-8"))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

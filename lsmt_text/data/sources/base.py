@@ -31,7 +31,7 @@ class Source:
     # (unpacked roots of the language's packages, language) -> its segments
     read: Callable[[list[Path], str], Segments]
     # document -> train, dev or test, for sources of a few large documents held out by name;
-    # None: by a hash of the document (training.data.modern.split_of)
+    # None: by a hash of the document (lsmt_text.data.modern.split_of)
     split_of: Callable[[str], str] | None = None
     # a folder committed in this repository that holds the source instead of Debian packages
     # (``packages`` is then empty); it is the one root ``read`` gets
