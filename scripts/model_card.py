@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from lsmt_core.routes import route_key
+from lsmt_text.paths import committed_folder
 from model_export.ship import BIBLE_TOLERANCE
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,13 +80,6 @@ def scores_table(before: dict | None, after: dict, offered: set[str]) -> list[st
     for name, r in after["averages"].items():
         rows.append(f"| avg {name} | | " + " | ".join(cells(r, old_avg.get(name))) + " |")
     return rows
-
-
-def committed_folder(recorded: str) -> str:
-    """Where a committed source's folder is now: bundles built before the corpus code left
-    ``training`` for ``lsmt_text`` (issue 44) record ``training/data/...``."""
-    old = "training/data/"
-    return "lsmt_text/data/" + recorded.removeprefix(old) if recorded.startswith(old) else recorded
 
 
 def source_table(corpus: dict, languages: list[str]) -> list[str]:
