@@ -104,7 +104,9 @@ COPY lsmt_core ./lsmt_core
 COPY lsmt_bundle ./lsmt_bundle
 COPY model_export ./model_export
 COPY server ./server
+COPY lsmt_text ./lsmt_text
 COPY training ./training
+COPY lsmt_study ./lsmt_study
 COPY scripts ./scripts
 # Installed from a copy of the sources, whose build leftovers are removed with it.
 RUN --mount=type=cache,target=/root/.cache/pip pip install './[train]' \

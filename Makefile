@@ -109,10 +109,10 @@ format: $(VENV)/.all-installed
 	$(PY) -m ruff check --fix .
 
 corpus: $(VENV)/.all-installed
-	$(PY) -m training.data build --out data/corpus
+	$(PY) -m lsmt_text.data build --out data/corpus
 
 tokenizer: corpus
-	$(PY) -m training.tokenizer train --data data/corpus --out data/tokenizer
+	$(PY) -m lsmt_text.tokenizer train --data data/corpus --out data/tokenizer
 
 default-model: $(VENV)/.all-installed
 	PY=$(PY) scripts/build_default_model.sh

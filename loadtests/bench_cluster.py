@@ -42,7 +42,7 @@ from .bench_fair import percentile
 from .results import write_results
 from .server_process import ROOT
 
-NTREX_DIR = ROOT / "training" / "data" / "ntrex128"
+NTREX_DIR = ROOT / "lsmt_text" / "data" / "ntrex128"
 NTREX_FILES = {
     "en": "newstest2019-src.eng.txt",
     "ar": "newstest2019-ref.arb.txt",

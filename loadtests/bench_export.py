@@ -22,7 +22,8 @@ import torch
 
 from loadtests.results import write_results
 from lsmt_bundle import Bundle, DenseModel, load_bundle
-from lsmt_bundle.ct2 import load_translator, save_translator
+from lsmt_bundle.ct2 import save_translator
+from lsmt_bundle.engines import load_engine
 from lsmt_core.routes import Route, route_key
 from model_export.from_torch import export_bundle
 from training.model import build_model
@@ -86,7 +87,7 @@ def time_routes(bundle: Bundle, routes: list[Route], repeats: int) -> list[dict]
             t0 = time.perf_counter()
             dense = bundle.assemble(route)
             t1 = time.perf_counter()
-            translator, _ = load_translator(dense, compute_type="int8")
+            translator, _ = load_engine(dense, compute_type="int8")
             t2 = time.perf_counter()
             del translator
             assemble_s.append(t1 - t0)

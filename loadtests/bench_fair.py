@@ -44,7 +44,7 @@ from server.timing import parse_server_timing
 from .results import write_results
 from .server_process import ROOT, ServerProcess
 
-NTREX = ROOT / "training" / "data" / "ntrex128" / "newstest2019-src.eng.txt"
+NTREX = ROOT / "lsmt_text" / "data" / "ntrex128" / "newstest2019-src.eng.txt"
 POLICIES = ("fifo", "fair", "express-shared", "express")
 STAGES = ("tokenize", "queue", "decode", "check", "detokenize")  # server.timing's, without total
 SPLIT = (*STAGES, "between", "outside")  # a small request's latency, whole

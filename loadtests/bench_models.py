@@ -81,7 +81,7 @@ class BenchModels:
 
 def _verses(sizes: Sizes) -> dict[str, dict[tuple[int, int, int], str]]:
     from lsmt_core.languages import LANGUAGE_EDITIONS
-    from training.data.bible import BibleDB
+    from lsmt_text.data.bible import BibleDB
 
     with BibleDB() as db:
         return {

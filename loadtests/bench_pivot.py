@@ -29,7 +29,7 @@ import httpx
 
 from lsmt_core.routes import Route, parse_route, route_key
 from lsmt_core.scoring import score
-from training.data.testsets import ntrex_pairs
+from lsmt_text.data.testsets import ntrex_pairs
 
 from .results import write_results
 from .server_process import ROOT, ServerProcess

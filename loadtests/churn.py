@@ -70,7 +70,7 @@ def gpu_memory_used() -> int | None:
 
 def sentence_for(lang: str, i: int) -> str:
     """An NTREX-128 news sentence in ``lang`` (English where it has none)."""
-    from training.data.testsets import NTREX_FILES, ntrex_lines
+    from lsmt_text.data.testsets import NTREX_FILES, ntrex_lines
 
     return ntrex_lines(lang if lang in NTREX_FILES else "en")[i]
 

@@ -232,7 +232,7 @@ def main(argv: list[str] | None = None) -> dict:
     if missing:
         raise SystemExit(
             f"no traffic sentences for {', '.join(missing)} in {source}: pass --corpus, a "
-            "corpus built with those languages (python -m training.data build), or --routes"
+            "corpus built with those languages (python -m lsmt_text.data build), or --routes"
         )
     sentences = {lang: sentences[lang] for lang in languages}
     (args.out / "traffic.json").write_text(json.dumps({"sentences": sentences}) + "\n")

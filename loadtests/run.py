@@ -77,7 +77,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def corpus_sentences(corpus: Path, split: str, per_language: int) -> dict[str, list[str]]:
     """Source-side sentences of a corpus split, per language (deduplicated, in file order)."""
-    from training.data.formats import directions, load_direction
+    from lsmt_text.data.formats import directions, load_direction
 
     out: dict[str, dict[str, None]] = {}
     for src, tgt in directions(corpus, split):
@@ -96,14 +96,14 @@ def traffic_sentences(
     clone runs without building a corpus."""
     if (corpus / split).is_dir():
         return corpus_sentences(corpus, split, per_language), f"{corpus} ({split} split)"
-    from training.data.testsets import NTREX_FILES, ntrex_lines
+    from lsmt_text.data.testsets import NTREX_FILES, ntrex_lines
 
     print(f"no corpus split at {corpus / split}: NTREX-128 news sentences instead")
     sentences = {
         lang: [s for s in ntrex_lines(lang) if len(s) <= MAX_CHARS][:per_language]
         for lang in sorted(NTREX_FILES)
     }
-    return sentences, "NTREX-128 (training/data/ntrex128)"
+    return sentences, "NTREX-128 (lsmt_text/data/ntrex128)"
 
 
 def write_traffic(args: argparse.Namespace, out: Path) -> dict:

@@ -179,7 +179,7 @@ def add_key(db: Path, name: str, *limits: str) -> str:
 
 
 def sentences_for(languages: set[str]) -> dict[str, list[str]]:
-    from training.data.testsets import ntrex_lines
+    from lsmt_text.data.testsets import ntrex_lines
 
     return {lang: [s for s in ntrex_lines(lang) if len(s) <= MAX_CHARS] for lang in languages}
 

@@ -189,15 +189,6 @@ def translator_files(dense: DenseModel, quantization: str | None = "int8") -> di
         return {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
 
 
-def load_translator(
-    dense: DenseModel, compute_type: str = "int8", **options: Any
-) -> tuple[ctranslate2.Translator, int]:
-    """Build a translator in memory (``options``: those of :func:`open_translator`); returns
-    it and the size of its weights in bytes."""
-    files = translator_files(dense, saved_quantization(compute_type))
-    return open_translator(files, compute_type=compute_type, **options)
-
-
 def saved_quantization(compute_type: str) -> str | None:
     """The quantization an engine is saved with for ``compute_type`` (None: chosen at load)."""
     return compute_type if compute_type in SAVE_QUANTIZATIONS else None

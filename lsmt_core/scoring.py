@@ -3,7 +3,9 @@ category; shared by checkpoint evaluation (training) and bundle evaluation (no t
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .languages import PIVOT_LANGUAGE
@@ -102,3 +104,14 @@ def format_table(results: dict[str, Any]) -> str:
             f"{f(a.get('copy_chrf'))} {f(a.get('off_target'), '{:6.1%}')}"
         )
     return "\n".join(lines)
+
+
+def report_results(results: dict[str, Any], out: Path | str | None) -> None:
+    """Print the table of ``results`` and, with ``out``, write them there as JSON (both
+    evaluations' command lines end so)."""
+    print(format_table(results))
+    if out:
+        path = Path(out)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+        print(f"results -> {path}")

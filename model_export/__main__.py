@@ -130,7 +130,7 @@ def export_provenance(
 ) -> dict[str, Any]:
     """What the manifest records of where the model came from: recipe, checkpoint, corpus,
     evaluation and the routes left out."""
-    from training.paths import resolve_path
+    from lsmt_text.paths import resolve_path
 
     provenance: dict[str, Any] = {
         "recipe": recipe.model_dump(mode="json"),

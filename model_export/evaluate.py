@@ -5,7 +5,7 @@
         [--out results.json]
 
 ``--testset``: ``test``/``dev`` (the corpus split), ``acts``, ``ntrex`` (needs no ``--data``),
-``<source>-test`` (see :mod:`training.data.testsets`).
+``<source>-test`` (see :mod:`lsmt_text.data.testsets`).
 
 Scores (chrF, BLEU, copy-the-source baseline, off-target rate) come from
 :mod:`lsmt_core.scoring`, as for checkpoints, so the results are directly comparable.
@@ -15,23 +15,24 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lsmt_bundle import Bundle, load_bundle
 from lsmt_bundle.ct2 import translate_pieces
 from lsmt_bundle.engines import load_engine
+from lsmt_core.langid import LanguageIdentifier
 from lsmt_core.routes import Route, route_key
+from lsmt_core.scoring import averages, report_results, score_direction
+from lsmt_text.data import CorpusFormatError
+from lsmt_text.data.testsets import load_testset
+from lsmt_text.tokenizer import Tokenizer
 
 from .selection import parse_routes
-
-if TYPE_CHECKING:
-    from training.tokenizer import Tokenizer
 
 
 @dataclass(frozen=True)
@@ -82,10 +83,6 @@ def evaluate_bundle(
     langid: bool = True,
     device: str = "cpu",
 ) -> dict[str, Any]:
-    from lsmt_core.langid import LanguageIdentifier
-    from lsmt_core.scoring import averages, score_direction
-    from training.tokenizer import Tokenizer
-
     tokenizer_at = functools.cache(Tokenizer)  # one per file: most languages share one
 
     def tokenizer_of(lang: str) -> Tokenizer:
@@ -164,10 +161,6 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
 
-    from lsmt_core.scoring import format_table
-    from training.data import CorpusFormatError
-    from training.data.testsets import load_testset
-
     bundle = load_bundle(args.bundle)
     wanted = parse_routes(args.routes) or bundle.routes
     try:
@@ -202,11 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         data_dir=str(args.data) if args.data else None,
         seconds=time.perf_counter() - t0,
     )
-    print(format_table(results))
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
-        print(f"results -> {args.out}")
+    report_results(results, args.out)
     return 0
 
 

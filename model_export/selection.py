@@ -61,7 +61,7 @@ def target_vocabulary(
     from lsmt_bundle import read_pieces
     from lsmt_core.tags import QUALITY_TAGS, lang_tag
     from lsmt_core.target_vocab import select_target_vocab
-    from training.tokenizer import load_frequencies
+    from lsmt_text.tokenizer import load_frequencies
 
     freqs = load_frequencies(tokenizer_dir or recipe.data.tokenizer)
     pieces = read_pieces(meta.tokenizer_model_path())

@@ -27,16 +27,16 @@ BILINGUAL_RECIPE=training/recipes/bilingual_de-en_8-2.yaml
 
 [ -f runs/default_weights.pt ] || \
     $PY -m model_export checkpoint "$SHIPPED" --out runs/default_weights.pt
-[ -f "$DATA/corpus/stats.json" ] || $PY -m training.data build --out "$DATA/corpus" \
+[ -f "$DATA/corpus/stats.json" ] || $PY -m lsmt_text.data build --out "$DATA/corpus" \
     --languages de,en --directions all \
     --sources libreoffice-help,libreoffice-ui,gnome-docs,debian-handbook,wesnoth
 # The shipped tokenizer with German's piece counts (its target vocabulary), and German's own.
-[ -f "$DATA/tokenizer/frequencies.json" ] || $PY -m training.tokenizer recount \
+[ -f "$DATA/tokenizer/frequencies.json" ] || $PY -m lsmt_text.tokenizer recount \
     --model "$SHIPPED/tokenizer" --data "$DATA/corpus" --out "$DATA/tokenizer"
-[ -f "$DATA/tokenizer_de/spm.model" ] || $PY -m training.tokenizer train \
+[ -f "$DATA/tokenizer_de/spm.model" ] || $PY -m lsmt_text.tokenizer train \
     --data "$DATA/corpus" --out "$DATA/tokenizer_de" --languages de --vocab-size 8000
 # The bilingual baseline's joint German-English tokenizer.
-[ -f "$DATA/tokenizer_bilingual/spm.model" ] || $PY -m training.tokenizer train \
+[ -f "$DATA/tokenizer_bilingual/spm.model" ] || $PY -m lsmt_text.tokenizer train \
     --data "$DATA/corpus" --out "$DATA/tokenizer_bilingual" --languages de,en --vocab-size 8000
 
 for arm in $ARMS; do

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from lsmt_core.scoring import score
-from training.data.testsets import ntrex_lines
+from lsmt_text.data.testsets import ntrex_lines
 
 ROOT = Path(__file__).resolve().parents[1]
 # direction -> Apertium mode of the apertium-eng-spa package

@@ -41,7 +41,7 @@ if [ -n "${STATE:-}" ]; then
 fi
 # Public-domain editions only (a shipped model is derived from its training text): Spanish
 # Reina-Valera 1909, French Louis Segond 1910 and Italian Diodati 1649 instead of the table's
-# modern primaries; see `python -m training.data editions`.
+# modern primaries; see `python -m lsmt_text.data editions`.
 LANGS=ar,en,es,fr,it,ru
 EDITIONS=es=v,fr=l,it=d
 DATA=data/default
@@ -71,15 +71,15 @@ train() {  # train STAGE MAX_STEPS: start the stage's run, or resume it
     fi
 }
 
-[ -f "$MIXED/corpus/stats.json" ] || $PY -m training.data build --out "$MIXED/corpus" \
+[ -f "$MIXED/corpus/stats.json" ] || $PY -m lsmt_text.data build --out "$MIXED/corpus" \
     --languages "$LANGS" --directions all --editions "$EDITIONS" --public-domain-only \
     --sources all
 
 if [ "$FROM" = scratch ]; then
-    [ -f "$DATA/corpus/stats.json" ] || $PY -m training.data build --out "$DATA/corpus" \
+    [ -f "$DATA/corpus/stats.json" ] || $PY -m lsmt_text.data build --out "$DATA/corpus" \
         --languages "$LANGS" --directions all --editions "$EDITIONS" --public-domain-only
     [ -f "$DATA/tokenizer/spm.model" ] || \
-        $PY -m training.tokenizer train --data "$DATA/corpus" --out "$DATA/tokenizer" --vocab-size 8000
+        $PY -m lsmt_text.tokenizer train --data "$DATA/corpus" --out "$DATA/tokenizer" --vocab-size 8000
     train dense "$DENSE_STEPS"
     train lsl "$LSL_STEPS"
     START_TOKENIZER=$DATA/tokenizer
@@ -100,7 +100,7 @@ else
         $PY -m model_export checkpoint runs/default_start --out runs/default_init.pt
 fi
 # Stage 3 keeps the stage-2 tokenizer; its per-target vocabularies follow the mixed corpus.
-[ -f "$MIXED/tokenizer/frequencies.json" ] || $PY -m training.tokenizer recount \
+[ -f "$MIXED/tokenizer/frequencies.json" ] || $PY -m lsmt_text.tokenizer recount \
     --model "$START_TOKENIZER" --data "$MIXED/corpus" --out "$MIXED/tokenizer"
 train mixed "$MIXED_STEPS"
 # Choose, evaluate and ship the slice when it is better than the shipped model.

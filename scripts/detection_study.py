@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from loadtests.results import write_results
 from lsmt_core.langid import LanguageDetector
-from training.data.testsets import NTREX_DIR
+from lsmt_text.data.testsets import NTREX_DIR
 
 SERVED = ("ar", "en", "es", "fr", "it", "ru")  # the default model's languages
 THRESHOLDS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)

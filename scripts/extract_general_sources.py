@@ -1,5 +1,5 @@
 """Extract the general-domain sources (docs/data.md) from their public repositories into the
-compact files committed under ``training/data/general/``.
+compact files committed under ``lsmt_text/data/general/``.
 
 Run once, with each repository fetched as a bare git mirror (the search tool's ``fetch``, or
 ``git clone --mirror``); the files it writes are committed, so corpus builds never need the
@@ -34,7 +34,7 @@ from pathlib import Path
 
 from lsmt_core.languages import LANGUAGE_EDITIONS
 
-OUT = Path(__file__).resolve().parents[1] / "training" / "data" / "general"
+OUT = Path(__file__).resolve().parents[1] / "lsmt_text" / "data" / "general"
 ISO3 = {
     "ar": "ara",
     "de": "deu",

@@ -42,8 +42,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from loadtests.results import write_results
 from loadtests.server_process import ServerProcess
 from lsmt_core.scoring import score
+from lsmt_text.data.testsets import load_testset
 from server.markup import HtmlDocument
-from training.data.testsets import load_testset
 
 WORD = re.compile(r"\w+")
 CHUNK = 32  # texts per request (the server takes up to 64)

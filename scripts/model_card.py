@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from lsmt_core.routes import route_key
+from lsmt_text.paths import committed_folder
 from model_export.ship import BIBLE_TOLERANCE
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -98,7 +99,8 @@ def source_table(corpus: dict, languages: list[str]) -> list[str]:
             first = sorted(info["packages"])[0]
             packages = f"`{first.rsplit('-', 1)[0]}-*` {info['packages'][first]}"
         if "files" in info:  # committed in the repository, with its licence and attribution
-            packages = f"[`{info['files']}`]({info['files']}/)"
+            folder = committed_folder(info["files"])
+            packages = f"[`{folder}`]({folder}/)"
         counts = per.get(name, {})
         rows.append(
             f"| {name} | {info.get('licence', '')} | {packages} | "
@@ -272,7 +274,7 @@ def _data(card: CardInputs) -> list[str]:
         lines += [
             "Pairs in the training split with the language on one side (every direction "
             "between the languages; one pair counts for both its languages). Built by "
-            "`python -m training.data build --sources "
+            "`python -m lsmt_text.data build --sources "
             + ",".join(corpus.get("build_args", {}).get("sources", ["bible"]))
             + "` from the packages and committed folders named (alignment and cleaning: "
             "docs/data.md); untranslated, misaligned and duplicate pairs removed; whole "

@@ -33,10 +33,10 @@ from lsmt_bundle.ct2 import translate_pieces
 from lsmt_bundle.engines import load_engine
 from lsmt_core.langid import LanguageDetector
 from lsmt_core.scoring import score
+from lsmt_text.data.testsets import load_testset
 from server.bundles import ServedBundle
 from server.output_checks import FLAGS, RETRY, sentence_flags
 from server.settings import Settings
-from training.data.testsets import load_testset
 
 # Decoding settings compared: (name, repetition_penalty, no_repeat_ngram_size).
 GUARDS = (("none", 1.0, 0), ("penalty 1.1", 1.1, 0), ("no-repeat 4", 1.0, 4),

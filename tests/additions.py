@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 
 from lsmt_bundle import load_bundle
-from lsmt_bundle.ct2 import load_translator
+from lsmt_bundle.engines import load_engine
 from model_export.__main__ import main as model_export_main
 from server.bundles import ServedBundle
 from tests.bundles import file_digests
@@ -24,7 +24,7 @@ def served_beams(bundle_dir: Path, route: Route, texts: list[str]) -> list:
     """(pieces, score) of each text's best of 2 beams through the bundle's float32 engine for
     ``route``, each language read with its own tokenizer (``ServedBundle``)."""
     served = ServedBundle(load_bundle(bundle_dir))
-    translator, _ = load_translator(served.bundle.assemble(route), compute_type="float32")
+    translator, _ = load_engine(served.bundle.assemble(route), compute_type="float32")
     results = translator.translate_batch(
         [served.encode(t, route) for t in texts],
         beam_size=2,
@@ -49,7 +49,7 @@ def assert_decodes_as_trained(
     checkpoint), in each side's own ids and text; the target ids decoded."""
     model, _, _ = load_model(run, which="last")
     served = ServedBundle(load_bundle(bundle_dir))
-    translator, _ = load_translator(served.bundle.assemble(route), compute_type="float32")
+    translator, _ = load_engine(served.bundle.assemble(route), compute_type="float32")
     src_sp, tgt_sp = served.tokenizer(route[0]), served.tokenizer(route[1])
     decoded = []
     for text in texts:

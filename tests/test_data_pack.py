@@ -1,4 +1,4 @@
-"""A corpus packed and unpacked (training.data.pack): every file back byte for byte, the pack
+"""A corpus packed and unpacked (lsmt_text.data.pack): every file back byte for byte, the pack
 smaller than the corpus, and a damaged pack or a used directory refused with nothing written."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from training.data.__main__ import main
-from training.data.formats import CorpusFormatError
-from training.data.pack import pack, unpack
+from lsmt_text.data.__main__ import main
+from lsmt_text.data.formats import CorpusFormatError
+from lsmt_text.data.pack import pack, unpack
 
 
 def _files(root: Path) -> dict[str, bytes]:

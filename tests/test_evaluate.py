@@ -10,7 +10,7 @@ import torch
 
 from lsmt_core.langid import LanguageIdentifier
 from lsmt_core.scoring import averages, bleu_tokenize, category, score
-from training.data import load_split
+from lsmt_text.data import load_split
 from training.evaluate import main as evaluate_main
 from training.model import Route
 

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from lsmt_bundle import BundleError, load_bundle
-from lsmt_bundle.ct2 import load_translator, save_translator
+from lsmt_bundle.ct2 import save_translator
+from lsmt_bundle.engines import load_engine
 from lsmt_core.routes import Route
 from lsmt_core.target_vocab import select_target_vocab
 from model_export.from_torch import export_bundle
@@ -64,8 +65,8 @@ def test_filtered_vocabulary_engine_matches_unfiltered(separate: TinyBundle, tmp
         dense = filtered.assemble(route)
         allowed = set(dense.target_vocab)
         assert len(allowed) < len(full.pieces) / 2  # the filter really removed rows
-        small, _ = load_translator(dense, compute_type="float32")
-        big, _ = load_translator(full.assemble(route), compute_type="float32")
+        small, _ = load_engine(dense, compute_type="float32")
+        big, _ = load_engine(full.assemble(route), compute_type="float32")
         lines = separate.verses[src][:12]
         pieces = [separate.sp.encode(t, out_type=str) for t in lines]
         sources = [filtered.source_pieces(p, route) for p in pieces]

@@ -1,4 +1,4 @@
-"""The general-domain sources committed under training/data/general (Tatoeba, TICO-19, UD PUD,
+"""The general-domain sources committed under lsmt_text/data/general (Tatoeba, TICO-19, UD PUD,
 XQuAD): the files and their licences, how each source keys its languages together, and a
 corpus built with them (held-out slices, NTREX kept out)."""
 
@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from training.data import clean, load_ids, load_split, read_stats
-from training.data.modern import ModernConfig, PairFilter
-from training.data.sources import SOURCES
-from training.data.sources.general import GENERAL_DIR
-from training.data.testsets import known_testsets, load_testset, ntrex_lines
+from lsmt_text.data import clean, load_ids, load_split, read_stats
+from lsmt_text.data.modern import ModernConfig, PairFilter
+from lsmt_text.data.sources import SOURCES
+from lsmt_text.data.sources.general import GENERAL_DIR
+from lsmt_text.data.testsets import known_testsets, load_testset, ntrex_lines
 
 REPO = Path(__file__).resolve().parents[1]
 GENERAL = ("tatoeba", "tico19", "ud-pud", "xquad")
@@ -108,7 +108,7 @@ def general_corpus(tmp_path_factory) -> tuple[Path, str]:
     out = tmp_path_factory.mktemp("general") / "corpus"
     r = subprocess.run(
         [
-            sys.executable, "-m", "training.data", "build", "--out", str(out),
+            sys.executable, "-m", "lsmt_text.data", "build", "--out", str(out),
             "--languages", "ar,en,fr", "--directions", "all", "--books", "42,44,45",
             "--sources", f"bible,{','.join(GENERAL)}", "--no-progress",
         ],
@@ -125,7 +125,7 @@ def test_general_corpus_records_its_sources_and_holds_out_whole_slices(general_c
     assert set(stats["sources"]) == {"bible", *GENERAL}
     tatoeba = stats["sources"]["tatoeba"]
     assert tatoeba["licence"] == "CC-BY-2.0-FR" and tatoeba["packages"] == {}
-    assert tatoeba["files"] == "training/data/general/tatoeba"
+    assert tatoeba["files"] == "lsmt_text/data/general/tatoeba"
     assert "tatoeba" in printed and "CC0-1.0" in printed
     per_source = stats["pairs_by_source"]["train"]["en-fr"]
     assert per_source["tatoeba"] > 8000 and per_source["tico19"] > 2000

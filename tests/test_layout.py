@@ -1,12 +1,16 @@
 """The package layout's import rules (README, "Layout"): ``lsmt_core`` depends on none of the
-other packages; ``lsmt_bundle`` (the bundle reader, assembly, fusion rules, engine builder) only
-on ``lsmt_core``; the server only on ``lsmt_core`` and ``lsmt_bundle``; ``training`` on none of
-``lsmt_bundle``, ``model_export`` and ``server``. The server and the bundle reader run without
-torch and without any ``training`` or export code; bundle evaluation runs without torch."""
+other packages; ``lsmt_text`` (tokenizer and corpus) and ``lsmt_bundle`` (the bundle reader,
+assembly, fusion rules, engine builder) only on ``lsmt_core``; the server only on ``lsmt_core``
+and ``lsmt_bundle``; ``training`` only on ``lsmt_core`` and ``lsmt_text``; ``model_export`` on
+those and ``lsmt_bundle`` and ``training``, and only the study (``lsmt_study``) above it runs
+it. A ``python -m PACKAGE`` in a subprocess's arguments counts as an import. The server and
+the bundle reader run without torch and without any ``training`` or export code; bundle
+evaluation runs without torch and without ``training``."""
 
 from __future__ import annotations
 
 import ast
+import itertools
 import subprocess
 import sys
 from pathlib import Path
@@ -45,11 +49,34 @@ def _imported_packages(path: Path) -> set[str]:
             names.update(alias.name.split(".")[0] for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             names.add(node.module.split(".")[0])
+        elif isinstance(node, ast.List | ast.Tuple):
+            names.update(module.split(".")[0] for module in _run_modules(node.elts))
     return names
 
 
+def _run_modules(items: list[ast.expr]) -> list[str]:
+    """The modules a command line runs: the strings after ``"-m"`` in a list or tuple
+    (``[sys.executable, "-m", "model_export", ...]``)."""
+    return [
+        after.value
+        for before, after in itertools.pairwise(items)
+        if isinstance(before, ast.Constant) and before.value == "-m"
+        if isinstance(after, ast.Constant) and isinstance(after.value, str)
+    ]
+
+
 # Every package of the repository; each rule below names the ones a package may import.
-PACKAGES = {"lsmt_core", "lsmt_bundle", "training", "model_export", "server", "loadtests", "tests"}
+PACKAGES = {
+    "lsmt_core",
+    "lsmt_text",
+    "lsmt_bundle",
+    "training",
+    "model_export",
+    "lsmt_study",
+    "server",
+    "loadtests",
+    "tests",
+}
 
 
 def _forbidden_imports(
@@ -68,6 +95,10 @@ def test_core_imports_none_of_the_other_packages():
     assert _forbidden_imports("lsmt_core", set(), at_least=10) == {}
 
 
+def test_text_package_imports_only_core():
+    assert _forbidden_imports("lsmt_text", {"lsmt_core"}, at_least=15) == {}
+
+
 def test_bundle_package_imports_only_core():
     assert _forbidden_imports("lsmt_bundle", {"lsmt_core"}, at_least=10) == {}
 
@@ -76,13 +107,36 @@ def test_server_imports_only_core_and_bundle():
     assert _forbidden_imports("server", {"lsmt_core", "lsmt_bundle"}, at_least=20) == {}
 
 
-def test_training_imports_neither_bundle_export_nor_server():
-    assert _forbidden_imports("training", {"lsmt_core", "torch"}, at_least=20) == {}
+def test_training_imports_only_core_and_text():
+    assert _forbidden_imports("training", {"lsmt_core", "lsmt_text", "torch"}, at_least=20) == {}
+
+
+def test_export_imports_neither_the_server_nor_the_study():
+    allowed = {"lsmt_core", "lsmt_text", "lsmt_bundle", "training", "torch"}
+    assert _forbidden_imports("model_export", allowed, at_least=10) == {}
+
+
+def test_only_the_study_runs_model_export():
+    """Of the code packages, only ``lsmt_study`` (and the benchmarks and tests) import or run
+    ``model_export``: the study is the one package above it."""
+    users = {
+        package
+        for package in PACKAGES - {"model_export"}
+        for path in (ROOT / package).rglob("*.py")
+        if "model_export" in _imported_packages(path)
+    }
+    assert users <= {"lsmt_study", "loadtests", "tests"}, users
+    assert "lsmt_study" in users  # the rule sees a `python -m model_export` subprocess
+
+
+def test_the_study_imports_no_server_or_bundle():
+    allowed = {"lsmt_core", "lsmt_text", "training", "model_export"}
+    assert _forbidden_imports("lsmt_study", allowed, at_least=2) == {}
 
 
 def test_a_breach_is_reported(tmp_path):
-    """The rules above can fail: absolute imports are seen anywhere in a file (relative ones
-    stay inside the package), and each forbidden package is named."""
+    """The rules above can fail: absolute imports and ``-m`` subprocesses are seen anywhere in
+    a file (relative imports stay inside the package), and each forbidden package is named."""
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "m.py").write_text(
         "import lsmt_core.tags\n"
@@ -91,9 +145,10 @@ def test_a_breach_is_reported(tmp_path):
         "def f():\n"
         "    import torch\n"
         "    from training import model\n"
+        "    subprocess.run([sys.executable, '-m', 'server.keys', 'list'])\n"
     )
     found = _forbidden_imports("pkg", {"lsmt_core"}, at_least=1, root=tmp_path)
-    assert found == {"pkg/m.py": ["model_export", "torch", "training"]}
+    assert found == {"pkg/m.py": ["model_export", "server", "torch", "training"]}
 
 
 def test_server_and_bundle_reader_import_without_torch_training_or_export():
@@ -108,13 +163,23 @@ def test_server_and_bundle_reader_import_without_torch_training_or_export():
 
 
 def test_the_guard_catches_a_training_import():
-    r = _run_blocked({"training"}, "import training.data\n")
+    r = _run_blocked({"training"}, "import training.recipe\n")
     assert r.returncode != 0 and "blocked by tests/test_layout.py" in r.stderr
 
 
-def test_bundle_evaluation_imports_without_torch():
+def test_text_package_imports_without_torch_training_or_export():
     r = _run_blocked(
-        set(),
+        {"training", "model_export", "lsmt_bundle", "server"},
+        "import lsmt_text.tokenizer, lsmt_text.data, lsmt_text.data.testsets\n"
+        "import lsmt_text.data.corpus, lsmt_text.data.sources\n"
+        "print('ok')\n",
+    )
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+
+
+def test_bundle_evaluation_imports_without_torch_or_training():
+    r = _run_blocked(
+        {"training"},
         "import model_export.evaluate\n"
         "from lsmt_core.scoring import score\n"
         "line = 'And Jesus said unto them, Follow me, and I will make you fishers of men.'\n"
@@ -193,7 +258,7 @@ def _circles(imports: dict[str, set[str]]) -> list[list[str]]:
     return circles
 
 
-CODE_PACKAGES = ("lsmt_core", "lsmt_bundle", "training", "model_export", "server", "loadtests")
+CODE_PACKAGES = tuple(sorted(PACKAGES - {"tests"}))
 
 
 def test_no_module_imports_itself_through_others():

@@ -307,7 +307,7 @@ def test_traffic_comes_from_ntrex_when_no_corpus_was_built(small_corpus, tmp_pat
     """A fresh clone has no corpus: the load runs' traffic falls back to the committed NTREX
     sentences (within the length cap), and a built corpus's split is used when there is one."""
     from loadtests.run import MAX_CHARS, traffic_sentences
-    from training.data.testsets import NTREX_FILES, ntrex_lines
+    from lsmt_text.data.testsets import NTREX_FILES, ntrex_lines
 
     sentences, source = traffic_sentences(tmp_path / "no-corpus", "test", 50)
     assert "NTREX-128" in source

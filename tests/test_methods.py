@@ -9,11 +9,11 @@ import math
 import pytest
 import torch
 
+from tests.tiny import lms_path, tiny_model_config
 from tests.tiny import random_batch as batch
-from tests.tiny import tiny_model_config
 from training.fuse_distill import fd_terms, symmetric_kl
 from training.model import Route, build_model
-from training.model.lms import SHARED_PATH, lms_path
+from training.model.lms import SHARED_PATH
 from training.step import label_smoothed_nll, train_step
 
 LANGS = ["de", "en", "fr"]

@@ -12,7 +12,8 @@ from lsmt_core.routes import Route
 from tests.bundles import TinyBundle
 from tests.parity import assert_engine_matches_pytorch as check_parity
 from tests.parity import variant_trainer
-from training.model.lms import SHARED_PATH, lms_path
+from tests.tiny import lms_path
+from training.model.lms import SHARED_PATH
 
 pytestmark = pytest.mark.slow
 

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from training.data import load_ids, load_split, read_stats
-from training.data.formats import CorpusFormatError
-from training.data.modern import ModernConfig, PairFilter, sentence_pairs, split_of
-from training.data.packages import PackageError, download_deb, unpacked
-from training.data.sources import SOURCES
-from training.data.testsets import NTREX_FILES, known_testsets, load_testset
+from lsmt_text.data import load_ids, load_split, read_stats
+from lsmt_text.data.formats import CorpusFormatError
+from lsmt_text.data.modern import ModernConfig, PairFilter, sentence_pairs, split_of
+from lsmt_text.data.packages import PackageError, download_deb, unpacked
+from lsmt_text.data.sources import SOURCES
+from lsmt_text.data.testsets import NTREX_FILES, known_testsets, load_testset
 
 pytestmark = pytest.mark.integration
 
@@ -156,7 +156,7 @@ def test_a_document_is_in_one_split_in_every_build():
 
 
 def test_unknown_source_names_the_known_ones(tmp_path):
-    from training.data.corpus import BuildConfig
+    from lsmt_text.data.corpus import BuildConfig
 
     with pytest.raises(ValueError, match=r"unknown source.*known: bible, libreoffice-help"):
         BuildConfig(out=tmp_path, languages=("en", "fr"), sources=("bible", "wikipedia"))
@@ -229,7 +229,7 @@ def mixed_corpus(package_cache, tmp_path_factory) -> tuple[Path, str]:
     out = tmp_path_factory.mktemp("mixed") / "corpus"
     r = subprocess.run(
         [
-            sys.executable, "-m", "training.data", "build", "--out", str(out),
+            sys.executable, "-m", "lsmt_text.data", "build", "--out", str(out),
             "--languages", "ar,en,fr", "--directions", "all", "--books", "42,44,45",
             "--sources", f"bible,{','.join(BUILT)}", "--cache", str(package_cache),
             "--no-progress",
@@ -304,7 +304,7 @@ def test_ntrex_is_line_aligned_in_every_committed_language():
     assert not any(s.endswith("\r") or t.endswith("\r") for s, t in pairs[("ar", "ru")])
     assert set(NTREX_FILES) == {"ar", "de", "en", "es", "fr", "it", "pt", "ru"}
     assert (
-        (REPO / "training/data/ntrex128/LICENSE.md")
+        (REPO / "lsmt_text/data/ntrex128/LICENSE.md")
         .read_text()
         .startswith("Attribution-ShareAlike 4.0")
     )
@@ -314,7 +314,7 @@ def test_ntrex_is_line_aligned_in_every_committed_language():
 
 
 def test_recount_keeps_the_model_and_counts_the_new_corpus(small_corpus, small_tokenizer, tmp_path):
-    from training.tokenizer import load_frequencies, recount
+    from lsmt_text.tokenizer import load_frequencies, recount
 
     info = recount(small_tokenizer, small_corpus, tmp_path / "tok")
     assert (tmp_path / "tok/spm.model").read_bytes() == (small_tokenizer / "spm.model").read_bytes()

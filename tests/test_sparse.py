@@ -1,4 +1,5 @@
-"""Adaptive sparse Transformer (training.model.sparse): gates, losses, the two phases, budgets."""
+"""Adaptive sparse Transformer (training.model.sparse_transformer): gates, losses, the two
+phases, budgets."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from training.batching import make_batch
 from training.checkpoint import load_checkpoint
 from training.model import Route, build_model
 from training.model.layers import Conditioning, FeedForwardBlock
-from training.model.sparse import (
+from training.model.sparse_config import SparseConfig
+from training.model.sparse_transformer import (
     SparseTransformer,
     disparity_loss,
     gumbel_scores,
@@ -22,7 +24,6 @@ from training.model.sparse import (
     topk_loss,
     topk_mask,
 )
-from training.model.sparse_config import SparseConfig
 from training.recipe import load_recipe
 from training.step import train_step
 from training.trainer import Trainer
@@ -266,8 +267,8 @@ def test_tiny_recipes_train_and_record_the_selection(name, toy_data, tmp_path):
     assert ("decoder_ffn" in record["budget"]) == sp.ffn
     assert ("encoder_layers" in record["budget"]) == sp.layers
     if name == "tiny_sparse":  # the report command on the same run
-        from training.sparse import main as sparse_main
-        from training.sparse import sharing
+        from training.sparse_report import main as sparse_main
+        from training.sparse_report import sharing
 
         assert sparse_main([str(tmp_path), "--plot", str(tmp_path / "sel.png")]) == 0
         assert (tmp_path / "sel.png").stat().st_size > 1000

@@ -1,4 +1,4 @@
-"""The study driver (training.study) end to end on the toy corpus: arms trained for equal time
+"""The study driver (lsmt_study) end to end on the toy corpus: arms trained for equal time
 through the CLI (one of two chained stages, one leaving a direction out), exported, evaluated
 through their engines, resumed where a call was cut short, and reported."""
 
@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import csv
 import json
+import subprocess
+import sys
 
 import pytest
 import yaml
 from pydantic import ValidationError
 
-from training.study import Study, load_study, main
+from lsmt_study.cli import main
+from lsmt_study.study import Study, load_study
 
 MINUTES = 0.08  # 4.8 s of training per arm
 
@@ -168,3 +171,10 @@ def test_the_report(ran):
     held = {r["direction"]: r["trained"] for r in rows if r["arm"] == "held_out"}
     assert held == {"de-en": "True", "en-de": "True", "en-fr": "True", "fr-en": "False"}
     assert (out / "curves.png").stat().st_size > 0
+
+
+def test_python_m_lsmt_study_runs_the_command_line():
+    r = subprocess.run(
+        [sys.executable, "-m", "lsmt_study", "--help"], capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0 and "python -m lsmt_study" in r.stdout, r.stderr

@@ -12,11 +12,11 @@ import time
 import numpy as np
 import pytest
 
+from lsmt_text.data import load_split
+from lsmt_text.tokenizer import Tokenizer
 from training.batching import SourceEncoder, encode_corpus
-from training.data import load_split
 from training.model import Route
 from training.token_cache import TokenCache, default_dir, encode_cached, pairs_digest
-from training.tokenizer import Tokenizer
 from training.vocab import TargetVocabularies, encode_corpus_filtered
 
 pytestmark = pytest.mark.usefixtures("one_thread")

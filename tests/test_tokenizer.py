@@ -8,9 +8,9 @@ import pytest
 
 from lsmt_core.languages import SUPPORTED_LANGUAGES
 from lsmt_core.tags import BOS_ID, EOS_ID, PAD_ID, QUALITY_TAGS, UNK_ID, lang_tag
-from training.data import load_split, mono_path
-from training.data.formats import read_lines
-from training.tokenizer import (
+from lsmt_text.data import load_split, mono_path
+from lsmt_text.data.formats import read_lines
+from lsmt_text.tokenizer import (
     Tokenizer,
     lang_tag_id,
     load_frequencies,

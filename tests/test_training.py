@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from lsmt_core.routes import route_key
 from lsmt_core.tags import TagScheme, tag_source
 from tests.tiny import TOY_ROUTES, tiny_recipe
 from training.batching import (
@@ -95,7 +96,7 @@ def test_recipe_overrides():
 
 @pytest.mark.parametrize("scheme", list(TagScheme))
 def test_source_encoder_matches_tag_source(toy_data, scheme):
-    from training.tokenizer import Tokenizer
+    from lsmt_text.tokenizer import Tokenizer
 
     tok = Tokenizer(toy_data[1])
     enc = SourceEncoder(tok, scheme, "<LQ>")
@@ -325,7 +326,7 @@ def test_cli_run_outputs(tiny_run):
     assert all(r["tgt_tokens_per_s"] > 0 for r in train)
     model, recipe, meta = load_model(tiny_run)
     assert not model.training and meta.step in (30, 60) and meta.path.name == "best.pt"
-    assert meta.route_keys == ["de-en", "en-de", "en-fr", "fr-en"]
+    assert [route_key(r) for r in meta.routes] == ["de-en", "en-de", "en-fr", "fr-en"]
     assert meta.languages == ["de", "en", "fr"] and meta.tag_scheme == TagScheme.TARGET_PREFIX
     assert meta.best_dev_chrf == max(r["dev_chrf"] for r in evals)
     assert not meta.has_training_state and recipe.name == "tiny"

@@ -13,13 +13,13 @@ import torch
 
 from lsmt_core.tags import PAD_ID
 from lsmt_core.target_vocab import character_counts, is_byte_piece, select_target_vocab
+from lsmt_text.data import load_split
+from lsmt_text.tokenizer import Tokenizer, load_frequencies
 from training.batching import SourceEncoder, encode_corpus
 from training.checkpoint import load_checkpoint
-from training.data import load_split
 from training.model import Route
 from training.recipe import load_recipe
 from training.step import label_smoothed_nll
-from training.tokenizer import Tokenizer, load_frequencies
 from training.trainer import Trainer
 from training.vocab import (
     TargetVocabConfig,

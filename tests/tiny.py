@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import random
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -12,6 +14,7 @@ from lsmt_core.routes import Route
 from lsmt_core.tags import BOS_ID, EOS_ID, PAD_ID
 from training.batching import Batch
 from training.model import ModelConfig
+from training.model.layers import check_lms_path
 from training.recipe import load_recipe
 
 
@@ -74,7 +77,7 @@ def toy_sentences(n: int, seed: int) -> list[dict[str, str]]:
 
 
 def make_toy_corpus(root: Path) -> Path:
-    from training.data.formats import mono_path, write_lines, write_pairs
+    from lsmt_text.data.formats import mono_path, write_lines, write_pairs
 
     data = root / "corpus"
     for i, (split, n) in enumerate(SIZES.items()):
@@ -89,7 +92,7 @@ def make_toy_corpus(root: Path) -> Path:
 
 
 def make_toy_tokenizer(data: Path, out: Path) -> Path:
-    from training.tokenizer import train
+    from lsmt_text.tokenizer import train
 
     train(data, out, vocab_size=360, max_sentences_per_language=None, num_threads=1)
     return out
@@ -124,3 +127,14 @@ def lsl_toy_recipe(
         **(data_keys or {}),
     }
     return load_recipe("tiny", {**ov, "model": LSL_TOY_MODEL, **top})
+
+
+@contextlib.contextmanager
+def lms_path(model: torch.nn.Module, path: str) -> Iterator[None]:
+    """Evaluate and search ``model`` on LMS path ``ls`` or ``shared`` inside the block (the
+    path a Fuse-Distillation model is served on; training runs both)."""
+    before, model.lms_path = model.lms_path, check_lms_path(path)
+    try:
+        yield
+    finally:
+        model.lms_path = before

@@ -1,1 +1,2 @@
-"""LSMT training side: corpus building, tokenizer, models and training loops (PyTorch)."""
+"""LSMT training side: models and training loops (PyTorch). The corpus and the tokenizer are
+:mod:`lsmt_text`, below it."""

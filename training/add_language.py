@@ -24,9 +24,10 @@ from typing import Any
 
 from torch import nn
 
+from lsmt_text.paths import resolve_path
+
 from .checkpoint import load_checkpoint
 from .model.layers import split_language_specific
-from .paths import resolve_path
 from .recipe import Recipe
 
 

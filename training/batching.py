@@ -37,7 +37,7 @@ class TokenizerLike(Protocol):
 
 
 def model_proto(tokenizer: Any) -> bytes | None:
-    """The SentencePiece model of an LSMT tokenizer (``training.tokenizer.Tokenizer``) or of a
+    """The SentencePiece model of an LSMT tokenizer (``lsmt_text.tokenizer.Tokenizer``) or of a
     bare processor; None for anything else."""
     sp = getattr(tokenizer, "sp", tokenizer)
     serialized = getattr(sp, "serialized_model_proto", None)

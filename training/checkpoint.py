@@ -44,10 +44,10 @@ from torch import nn
 from lsmt_core.manifest import TARGET_DECODER, VOCABULARY_GROUPS
 from lsmt_core.routes import Route, parse_route, route_key
 from lsmt_core.tags import TagScheme
+from lsmt_text.paths import resolve_path
 
 from .model import ModelConfig, Seq2SeqTransformer, build_model
 from .model.layers import language_specific_name, shared_name, split_language_specific
-from .paths import resolve_path
 from .recipe import Recipe, recipe_from_dict
 
 CHECKPOINT_FORMAT = 1
@@ -112,10 +112,6 @@ class CheckpointMeta:
     @property
     def tag_scheme(self) -> TagScheme:
         return self.model_config.tag_scheme
-
-    @property
-    def route_keys(self) -> list[str]:
-        return [route_key(r) for r in self.routes]
 
     def spm_model_bytes(self) -> bytes:
         """The SentencePiece model the checkpoint was trained with (embedded copy)."""

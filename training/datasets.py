@@ -12,17 +12,17 @@ from typing import Any
 import numpy as np
 
 from lsmt_core.routes import Route, route_key
+from lsmt_text.paths import resolve_path
 
 from .add_language import TrainedModel
 from .batching import RouteData, RouteSampler, SourceEncoder, encode_corpus
 from .checkpoint import tokenizer_reference
-from .paths import resolve_path
 from .recipe import Recipe
 from .token_cache import SAME_TOKENIZERS, TokenCache, encode_cached
 
 
 def open_tokenizer(path: Path | str):
-    from .tokenizer import Tokenizer
+    from lsmt_text.tokenizer import Tokenizer
 
     return Tokenizer(resolve_path(path))
 
@@ -35,7 +35,7 @@ def vocab_size_of(tokenizer: Any) -> int:
 def load_pairs(
     data_dir: Path, split: str, routes: list[Route] | None = None
 ) -> dict[Route, list[tuple[str, str]]]:
-    from .data import load_split
+    from lsmt_text.data import load_split
 
     raw = load_split(data_dir, split)
     pairs = {Route(s, t): rows for (s, t), rows in raw.items()}
@@ -56,7 +56,7 @@ def mix_sources(
     ``weights`` does not name it): T = 1 and no weights keep every pair once, a larger T or
     weight repeats small sources and samples large ones (without replacement while they
     suffice). The direction keeps its size, so direction sampling is unchanged. Deterministic."""
-    from training.data.formats import source_of
+    from lsmt_text.data.formats import source_of
 
     from .batching import route_probabilities
 
@@ -254,7 +254,7 @@ def _training_pairs(recipe: Recipe, data_dir: Path) -> dict[Route, list[tuple[st
     routes = recipe.route_list(sorted(train_pairs, key=route_key))
     train_pairs = {r: train_pairs[r] for r in routes}
     if recipe.data.source_temperature is not None:
-        from .data import load_ids
+        from lsmt_text.data import load_ids
 
         temperature = recipe.data.source_temperature
         train_pairs = {
@@ -285,7 +285,7 @@ def testset_sample(
     name: str, data_dir: Path, routes: list[Route], t: Any
 ) -> dict[Route, list[tuple[str, str]]]:
     """A fixed sample of ``eval_sentences`` pairs per route of a named test set."""
-    from .data.testsets import load_testset
+    from lsmt_text.data.testsets import load_testset
 
     pairs = load_testset(name, data_dir, [(r.src, r.tgt) for r in routes])
     return dev_sample({Route(s, t_): p for (s, t_), p in pairs.items()}, t.eval_sentences, t.seed)

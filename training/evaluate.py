@@ -5,7 +5,7 @@ off-target rate.
         [--batch-size 32] [--max-sentences N] [--routes de-en en-de] [--out results.json]
 
 - ``--testset``: a corpus split (``dev``, ``test``), ``acts``, ``ntrex`` or one package
-  source's held-out documents (``libreoffice-help-test``); see :mod:`training.data.testsets`.
+  source's held-out documents (``libreoffice-help-test``); see :mod:`lsmt_text.data.testsets`.
 - Scores are sacreBLEU corpus chrF (chrF2, character 6-grams) and BLEU per direction. BLEU
   tokenisation: ``zh`` for Chinese, ``char`` for Japanese, ``13a`` otherwise (recorded in the
   JSON); chrF needs no tokenisation and is the headline metric.
@@ -32,11 +32,11 @@ import torch
 
 from lsmt_core.langid import LanguageIdentifier
 from lsmt_core.routes import Route, parse_route, route_key
-from lsmt_core.scoring import averages, format_table, score_direction
+from lsmt_core.scoring import averages, report_results, score_direction
+from lsmt_text.paths import resolve_path
 
 from .batching import SourceEncoder
 from .model import Seq2SeqTransformer
-from .paths import resolve_path
 from .search import beam_search, greedy_search, output_mask
 
 # -- decoding ------------------------------------------------------------------------------------
@@ -187,7 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--split",
         dest="testset",
         default="dev",
-        help="dev, test, train, acts, ntrex or SOURCE-test (training.data.testsets; default dev)",
+        help="dev, test, train, acts, ntrex or SOURCE-test (lsmt_text.data.testsets; default dev)",
     )
     ap.add_argument("--beam", type=int, default=4, help="beam size; 1 = greedy")
     ap.add_argument("--length-penalty", type=float, default=1.0)
@@ -207,10 +207,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
 
+    from lsmt_text.data import CorpusFormatError
+    from lsmt_text.data.testsets import load_testset
+    from lsmt_text.tokenizer import Tokenizer
+
     from .checkpoint import load_model
-    from .data import CorpusFormatError
-    from .data.testsets import load_testset
-    from .tokenizer import Tokenizer
     from .vocab import decoding_vocab
 
     device = (
@@ -263,11 +264,7 @@ def main(argv: list[str] | None = None) -> int:
         device=str(device),
         langid_languages=lid.languages if lid else None,
     )
-    print(format_table(results))
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
-        print(f"results -> {args.out}")
+    report_results(results, args.out)
     if args.outputs:
         _write_hypotheses(Path(args.outputs), outputs, pairs)
     return 0

@@ -210,10 +210,10 @@ def recipe_languages(recipe: Recipe) -> list[str]:
         return sorted(recipe.data.languages)
     if recipe.data.routes:
         return sorted({lang for r in recipe.data.routes for lang in r.split("-")})
-    from .paths import resolve_path
+    from lsmt_text.paths import resolve_path
 
     try:
-        from .data.formats import languages as corpus_languages
+        from lsmt_text.data.formats import languages as corpus_languages
 
         found = corpus_languages(resolve_path(recipe.data.dir))
         if found:
@@ -224,11 +224,11 @@ def recipe_languages(recipe: Recipe) -> list[str]:
 
 
 def recipe_vocab_size(recipe: Recipe, default: int) -> int:
-    from .paths import resolve_path
+    from lsmt_text.paths import resolve_path
 
     tok = resolve_path(recipe.data.tokenizer)
     if (tok / "spm.model").is_file() or tok.is_file():
-        from .tokenizer import Tokenizer
+        from lsmt_text.tokenizer import Tokenizer
 
         return Tokenizer(tok).vocab_size
     return default

@@ -50,7 +50,7 @@ class DataConfig(_Strict):
     """Tokenizer directory holding ``spm.model`` (or the ``.model`` file itself)."""
     language_tokenizers: dict[str, Path] = Field(default_factory=dict)
     """Languages written with a tokenizer of their own (an added language's vocabulary,
-    Shallow paper 3.5; ``python -m training.tokenizer`` trains one): language -> its
+    Shallow paper 3.5; ``python -m lsmt_text.tokenizer`` trains one): language -> its
     directory or ``.model``. The model gives each its own source and target embeddings."""
     languages: list[str] | None = None
     """Restrict to these languages; None = every language of the corpus's train split."""
@@ -127,7 +127,7 @@ class TrainingConfig(_Strict):
     """Dev sentences per direction for the in-training evaluation (a fixed random sample)."""
     eval_batch_size: int = 64
     eval_testsets: list[str] = Field(default_factory=list)
-    """Named test sets (``training.data.testsets``: acts, ntrex, <source>-test, ...) scored at
+    """Named test sets (``lsmt_text.data.testsets``: acts, ntrex, <source>-test, ...) scored at
     every evaluation on ``eval_sentences`` per direction, for the learning curves only: the
     best checkpoint is chosen on dev."""
     save_every: int = 500

@@ -38,8 +38,7 @@ from typing import Any
 import numpy as np
 
 from lsmt_core.routes import Route, route_key
-
-from .paths import cache_dir
+from lsmt_text.paths import cache_dir
 
 GiB = 1 << 30
 FORMAT = 1
@@ -51,7 +50,7 @@ SAME_TOKENIZERS = "each language's tokenizer"  # the target side written as sour
 
 
 def default_dir() -> Path:
-    """``$LSMT_TOKEN_CACHE``, else ``tokenized`` in LSMT's cache (``training.paths``)."""
+    """``$LSMT_TOKEN_CACHE``, else ``tokenized`` in LSMT's cache (``lsmt_text.paths``)."""
     if os.environ.get("LSMT_TOKEN_CACHE"):
         return Path(os.environ["LSMT_TOKEN_CACHE"])
     return cache_dir() / "tokenized"

@@ -30,6 +30,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from lsmt_text.paths import resolve_path
+
 from .add_language import freeze_all_but, read_trained_model
 from .batching import Batch
 from .checkpoint import (
@@ -52,8 +54,7 @@ from .distributed import (
     wrap_ddp,
 )
 from .model import build_model
-from .model.sparse import selection_record
-from .paths import resolve_path
+from .model.sparse_transformer import selection_record
 from .recipe import Recipe
 from .run_log import RunLog, TrainWindow
 from .step import OutputVocabulary, StepStats, make_optimizer, train_step

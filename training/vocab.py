@@ -185,7 +185,7 @@ class TargetVocabularies:
     ) -> TargetVocabularies:
         """Vocabularies for ``languages`` from the tokenizer's ``frequencies.json`` (or the
         given ``frequencies``). ``tokenizer`` is the tokenizer directory or its ``spm.model``."""
-        from .tokenizer import MODEL_FILE, load_frequencies
+        from lsmt_text.tokenizer import MODEL_FILE, load_frequencies
 
         tok = Path(tokenizer)
         model_file = tok / MODEL_FILE if tok.is_dir() else tok
@@ -362,7 +362,7 @@ def length_stats(
 
 def target_texts(data_dir: Path, split: str, languages: Sequence[str] | None) -> dict:
     """Unique target-side sentences per language of a corpus split."""
-    from .data import load_split
+    from lsmt_text.data import load_split
 
     out: dict[str, set[str]] = {}
     for (_, tgt), rows in load_split(data_dir, split).items():
@@ -372,7 +372,7 @@ def target_texts(data_dir: Path, split: str, languages: Sequence[str] | None) ->
 
 
 def _stats_main(args: argparse.Namespace) -> int:
-    from .paths import resolve_path
+    from lsmt_text.paths import resolve_path
 
     tok = resolve_path(args.tokenizer)
     texts = target_texts(resolve_path(args.data), args.split, args.languages)

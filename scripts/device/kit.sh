@@ -25,9 +25,9 @@ print(os.path.dirname(hits[0]) if hits else "")')
 mixed_corpus() {  # mixed_corpus DIR: DIR/corpus from the kit's pack, DIR/tokenizer from the
     # kit (scripts/device/prepare.sh trains it), else trained here (about 30 s)
     [ -f "$1/corpus/stats.json" ] || \
-        "$PY" -m training.data unpack "$KIT/default_mixed.lsmtpack" --out "$1/corpus" || return 1
+        "$PY" -m lsmt_text.data unpack "$KIT/default_mixed.lsmtpack" --out "$1/corpus" || return 1
     [ ! -f "$1/tokenizer/spm.model" ] || return 0
     if [ -d "$KIT/tokenizer" ]; then cp -r "$KIT/tokenizer" "$1/tokenizer"; else
-        "$PY" -m training.tokenizer train --data "$1/corpus" --out "$1/tokenizer" --vocab-size 8000
+        "$PY" -m lsmt_text.tokenizer train --data "$1/corpus" --out "$1/tokenizer" --vocab-size 8000
     fi
 }

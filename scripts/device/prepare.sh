@@ -2,7 +2,7 @@
 # Gather what a lent GPU machine lacks (it can download nothing) into a kit folder (ignored
 # by git) that a device call carries:
 #   train (default): .device/ for scripts/device/train_default.sh and quality_study.sh: the
-#       mixed corpus as a pack (training.data.pack), a tokenizer trained on it and the shipped
+#       mixed corpus as a pack (lsmt_text.data.pack), a tokenizer trained on it and the shipped
 #       one with its vocabularies recounted on it, the wheels of the Python
 #       packages the image does not hold (/work/.library/device/KINDS.md lists what it has)
 #       at the versions CI tests, and the CUDA 13 CTranslate2 wheel when it was built;
@@ -59,15 +59,15 @@ if [ "$PART" = train ]; then
     # (not default_mixed/tokenizer: stage 3 of make default-model keeps the shipped one there)
     TOKENIZER=${TOKENIZER:-data/gpu_mixed/tokenizer}
     [ -f "$KIT/default_mixed.lsmtpack" ] || \
-        "$PY" -m training.data pack "$CORPUS" --out "$KIT/default_mixed.lsmtpack"
+        "$PY" -m lsmt_text.data pack "$CORPUS" --out "$KIT/default_mixed.lsmtpack"
     # the tokenizer trained here once (about 30 s of each call there; 0.6 MiB)
-    [ -f "$TOKENIZER/spm.model" ] || "$PY" -m training.tokenizer train --data "$CORPUS" \
+    [ -f "$TOKENIZER/spm.model" ] || "$PY" -m lsmt_text.tokenizer train --data "$CORPUS" \
         --out "$TOKENIZER" --vocab-size 8000
     rm -rf "$KIT/tokenizer" && cp -r "$TOKENIZER" "$KIT/tokenizer"
     # the shipped tokenizer, its per-target vocabularies recounted on the mixed corpus (as
     # make default-model's stage 3 does): train_default.sh's continue arm
     SHIPPED_TOKENIZER=${SHIPPED_TOKENIZER:-data/default_mixed/tokenizer}
-    [ -f "$SHIPPED_TOKENIZER/frequencies.json" ] || "$PY" -m training.tokenizer recount \
+    [ -f "$SHIPPED_TOKENIZER/frequencies.json" ] || "$PY" -m lsmt_text.tokenizer recount \
         --model models/default/tokenizer --data "$CORPUS" --out "$SHIPPED_TOKENIZER"
     rm -rf "$KIT/shipped_tokenizer" && cp -r "$SHIPPED_TOKENIZER" "$KIT/shipped_tokenizer"
     # the study evaluates its bundles there: CTranslate2 for CUDA 13, when it was built

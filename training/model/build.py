@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .config import ModelConfig
 from .hybrid import HybridTransformer
-from .sparse import SparseTransformer
+from .sparse_transformer import SparseTransformer
 from .transformer import Seq2SeqTransformer
 
 

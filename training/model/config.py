@@ -139,7 +139,8 @@ class ModelConfig(BaseModel):
     lms: LMSConfig = Field(default_factory=LMSConfig)
     laa: LAAConfig = Field(default_factory=LAAConfig)
     sparse: SparseConfig | None = None
-    """Adaptive sparse sub-networks per language (``training.model.sparse``); None = dense."""
+    """Adaptive sparse sub-networks per language (``training.model.sparse_transformer``);
+    None = dense."""
     decoder_kind: Literal["transformer", "lstm"] = "transformer"
     """``lstm``: the hybrid of the Shallow paper (section 3.2, Appendix A.2), a Transformer
     encoder with ``decoder_layers`` LSTM layers and single-head additive attention

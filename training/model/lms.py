@@ -13,9 +13,6 @@ called with (batches are homogeneous in their route, paper section 5).
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -30,10 +27,9 @@ from .layers import (
     Conditioning,
     FeedForwardBlock,
     LanguageSpecific,
-    check_lms_path,
 )
 
-__all__ = ["LS_PATH", "SHARED_PATH", "attach_lms", "factors", "lms_path", "lms_targets"]
+__all__ = ["LS_PATH", "SHARED_PATH", "attach_lms", "factors", "lms_targets"]
 
 FFN_LINEARS = ("fc1", "fc2")
 ATTENTION_LINEARS = ("q_proj", "k_proj", "v_proj", "out_proj")
@@ -105,14 +101,3 @@ def _hook(linear: nn.Module):
         return out + F.linear(F.linear(args[0], f), v)
 
     return add_low_rank
-
-
-@contextlib.contextmanager
-def lms_path(model: nn.Module, path: str) -> Iterator[None]:
-    """Evaluate and search ``model`` on LMS path ``ls`` or ``shared`` inside the block (the
-    path a Fuse-Distillation model is served on; training runs both)."""
-    before, model.lms_path = model.lms_path, check_lms_path(path)
-    try:
-        yield
-    finally:
-        model.lms_path = before

@@ -226,7 +226,8 @@ class SparseTransformer(Seq2SeqTransformer):
 
 
 def selection_record(model: SparseTransformer) -> dict:
-    """What each language keeps (0-based indices), for the checkpoint and ``training.sparse``.
+    """What each language keeps (0-based indices), for the checkpoint and
+    ``training.sparse_report``.
 
     ``{"budget": {...}, "phase": 1|2, "temperature": tau, "languages": {lang: {group:
     [kept layer indices] | [[kept head/block indices] per layer]}}}``.

@@ -1,5 +1,5 @@
 """What a built corpus holds, and a check that its splits are disjoint: the tables
-``python -m training.data build`` prints and the verification it runs last."""
+``python -m lsmt_text.data build`` prints and the verification it runs last."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from lsmt_core.languages import SPLITS
-from training.data import clean
-from training.data.formats import CorpusFormatError, directions, load_direction
+from lsmt_text.data import clean
+from lsmt_text.data.formats import CorpusFormatError, directions, load_direction
 
 # --------------------------------------------------------------------------------------------
 # Statistics

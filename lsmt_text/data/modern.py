@@ -1,4 +1,4 @@
-"""Parallel text from the sources beyond the Bible (:mod:`training.data.sources`: Debian
+"""Parallel text from the sources beyond the Bible (:mod:`lsmt_text.data.sources`: Debian
 packages and the committed general-domain text): join the languages of a source on their
 keys, clean, filter, split long paragraphs into sentence pairs, and assign whole documents to
 dev and test.
@@ -33,10 +33,10 @@ from functools import cache, lru_cache
 from pathlib import Path
 
 from lsmt_core.routes import route_key
-from training.data import clean
-from training.data.packages import deb_version, unpacked
-from training.data.sources import SOURCES, Segments, Source
-from training.paths import REPO_ROOT
+from lsmt_text.data import clean
+from lsmt_text.data.packages import deb_version, unpacked
+from lsmt_text.data.sources import SOURCES, Segments, Source
+from lsmt_text.paths import REPO_ROOT
 
 FILTERS = (
     "identical",
@@ -178,7 +178,7 @@ class PairFilter:
 
 @cache
 def _ntrex_keys(languages: tuple[str, ...]) -> dict[str, frozenset[str]]:
-    from training.data.testsets import NTREX_FILES, ntrex_lines
+    from lsmt_text.data.testsets import NTREX_FILES, ntrex_lines
 
     return {
         lang: frozenset(clean.normalize_key(line) for line in ntrex_lines(lang))
@@ -207,7 +207,7 @@ def read_source(
 
 
 def _repository_path(folder: Path) -> str:
-    """The folder relative to the repository (training/data/general/tatoeba)."""
+    """The folder relative to the repository (lsmt_text/data/general/tatoeba)."""
     return folder.resolve().relative_to(REPO_ROOT).as_posix()
 
 

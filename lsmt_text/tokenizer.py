@@ -14,10 +14,10 @@ such text ``decode(encode(text)) == text`` exactly (byte fallback covers unseen 
 
 CLI::
 
-    python -m training.tokenizer train --data DATA_DIR --out TOK_DIR [--vocab-size 8000]
+    python -m lsmt_text.tokenizer train --data DATA_DIR --out TOK_DIR [--vocab-size 8000]
         [--character-coverage 0.9995] [--max-sentences-per-language N] [--languages ...]
         [--seed S]
-    python -m training.tokenizer encode TOK_DIR < text     # pieces, one line per input line
+    python -m lsmt_text.tokenizer encode TOK_DIR < text     # pieces, one line per input line
 """
 
 from __future__ import annotations
@@ -50,8 +50,8 @@ from lsmt_core.tags import (
     lang_tag,
 )
 from lsmt_core.text import normalize_text
-from training.data.formats import languages as corpus_languages
-from training.data.formats import mono_path, read_lines
+from lsmt_text.data.formats import languages as corpus_languages
+from lsmt_text.data.formats import mono_path, read_lines
 
 FORMAT = "lsmt-spm/1"
 MODEL_FILE, VOCAB_FILE = "spm.model", "spm.vocab"
@@ -368,7 +368,7 @@ def _csv(value: str) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m training.tokenizer")
+    p = argparse.ArgumentParser(prog="python -m lsmt_text.tokenizer")
     sub = p.add_subparsers(dest="command", required=True)
     t = sub.add_parser("train", help="train the shared SentencePiece model")
     t.add_argument("--data", type=Path, required=True, help="corpus directory (DATA_DIR)")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .base import Segment, Segments, Source
+from .base import Segments, Source, aligned_by_position
 
 LOCALES = {
     "ar": "ar-MA",
@@ -43,9 +43,7 @@ def read(roots: list[Path], lang: str) -> Segments:
                     '//div[@class="para"] | //h1 | //h2 | //h3 | //h4'
                 )
             ]
-            for i, text in enumerate(blocks):
-                if text:
-                    out[f"{doc}#{i}/{len(blocks)}"] = Segment(doc=doc, text=text)
+            out |= aligned_by_position(doc, blocks)
     return out
 
 

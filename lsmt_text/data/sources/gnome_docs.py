@@ -11,9 +11,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .base import Segment, Segments, Source
+from .base import Segments, Source, aligned_by_position, locales
 
-LOCALES = {"en": "C", "de": "de", "es": "es", "fr": "fr", "it": "it", "pt": "pt", "ru": "ru"}
+LOCALES = locales("de es fr it pt ru", en="C")
 _NS = "{http://projectmallard.org/1.0/}"
 _BLOCKS = {"p", "title", "desc"}
 _SKIP = {"credit", "license", "revision", "comment"}
@@ -42,11 +42,7 @@ def read(roots: list[Path], lang: str) -> Segments:
         pages = sorted(base.glob("*/*.page"))
         for page in pages:
             doc = page.relative_to(base).as_posix()
-            blocks = _blocks(page)
-            for i, text in enumerate(blocks):
-                if text:
-                    # the block count is in the key: pages of different shapes never align
-                    out[f"{doc}#{i}/{len(blocks)}"] = Segment(doc=doc, text=text)
+            out |= aligned_by_position(doc, _blocks(page))
     return out
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .base import Segments, Source
+from .base import Segments, Source, locales
 from .catalogs import catalog_segments
 
 VERSION = "1.16"
@@ -25,18 +25,7 @@ CAMPAIGNS = (
 )  # fmt: skip
 PACKAGES = tuple(f"wesnoth-{VERSION}-{p}" for p in ("data", *CAMPAIGNS))
 HELD_OUT = {"wesnoth-tsg": "test", "wesnoth-ttb": "dev"}  # The South Guard; A Tale of Two Brothers
-LOCALES = {
-    "ar": "ar",
-    "de": "de",
-    "es": "es",
-    "fr": "fr",
-    "it": "it",
-    "ja": "ja",
-    "ko": "ko",
-    "pt": "pt",
-    "ru": "ru",
-    "zh": "zh_CN",
-}
+LOCALES = locales("ar de es fr it ja ko pt ru", zh="zh_CN")
 # English is the msgids of these languages' catalogs
 ENGLISH_FROM = ("de", "es", "fr", "it", "ru")
 _MARKUP = re.compile(r"</?[a-z]+(?:\s[^<>]*)?>")

@@ -8,8 +8,8 @@ deltas, which xz squeezes to little); everything else (ids, stats, the manifest)
 it is. The default mixed corpus (659 MB) packs into a file small enough to travel with the
 repository, e.g. to a machine that cannot reach the package mirrors (a lent GPU machine).
 
-    python -m training.data pack data/default_mixed/corpus --out corpus.lsmtpack
-    python -m training.data unpack corpus.lsmtpack --out data/default_mixed/corpus
+    python -m lsmt_text.data pack data/default_mixed/corpus --out corpus.lsmtpack
+    python -m lsmt_text.data unpack corpus.lsmtpack --out data/default_mixed/corpus
 
 Unpacking checks every file against the SHA-256 recorded when packing (and refuses a
 non-empty target directory), so a damaged or truncated pack never yields a corpus.
@@ -51,7 +51,7 @@ def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
 
 
 def pack(corpus: Path | str, out: Path | str) -> dict:
-    """Write ``corpus`` (a directory built by ``training.data build``) into ``out`` (xz tar);
+    """Write ``corpus`` (a directory built by ``lsmt_text.data build``) into ``out`` (xz tar);
     returns the pack's index."""
     root = Path(corpus)
     if not (root / "manifest.json").is_file():

@@ -4,7 +4,7 @@ committed in this repository (:mod:`.general`); one module per kind, one registr
 Each source reads the unpacked package(s) of one language and returns that language's
 segments keyed so that the same key means the same content in every language (a help page's
 paragraph id, a UI string's context and English original, a block's position in a page).
-:mod:`training.data.modern` joins the languages on those keys, cleans, filters and splits them.
+:mod:`lsmt_text.data.modern` joins the languages on those keys, cleans, filters and splits them.
 """
 
 from __future__ import annotations

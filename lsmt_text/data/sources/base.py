@@ -31,8 +31,25 @@ class Source:
     # (unpacked roots of the language's packages, language) -> its segments
     read: Callable[[list[Path], str], Segments]
     # document -> train, dev or test, for sources of a few large documents held out by name;
-    # None: by a hash of the document (training.data.modern.split_of)
+    # None: by a hash of the document (lsmt_text.data.modern.split_of)
     split_of: Callable[[str], str] | None = None
     # a folder committed in this repository that holds the source instead of Debian packages
     # (``packages`` is then empty); it is the one root ``read`` gets
     files: Path | None = None
+
+
+def locales(same: str, **other: str) -> dict[str, str]:
+    """Our language code -> a package's name for it: each code of ``same`` (space-separated)
+    is its own name; ``other`` gives the rest (``zh="zh-CN"``)."""
+    return {lang: lang for lang in same.split()} | other
+
+
+def aligned_by_position(doc: str, blocks: list[str]) -> Segments:
+    """A document's blocks keyed by position, for sources whose translations keep the
+    original's blocks in order; the block count is in the key, so documents of different
+    shapes never align. Empty blocks are dropped."""
+    return {
+        f"{doc}#{i}/{len(blocks)}": Segment(doc=doc, text=text)
+        for i, text in enumerate(blocks)
+        if text
+    }

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from lsmt_core.languages import SPLITS, SUPPORTED_LANGUAGES
 from lsmt_core.text import normalize_text
-from training.data import clean
-from training.data.corpus import FORMAT
-from training.data.formats import (
+from lsmt_text.data import clean
+from lsmt_text.data.corpus import FORMAT
+from lsmt_text.data.formats import (
     CorpusFormatError,
     check_lang,
     check_split,
@@ -25,7 +25,7 @@ from training.data.formats import (
     write_manifest,
     write_pairs,
 )
-from training.data.report import text_stats
+from lsmt_text.data.report import text_stats
 
 
 def _read_text(path: Path) -> list[str]:

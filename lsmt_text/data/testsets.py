@@ -1,5 +1,5 @@
 """Named test sets for evaluation: the corpus's own splits, one source's held-out slice, and
-NTREX-128 (news, committed under ``training/data/ntrex128`` with its licence).
+NTREX-128 (news, committed under ``lsmt_text/data/ntrex128`` with its licence).
 
 =================  =====================================================================
 name               pairs
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from lsmt_core.languages import SPLITS
 from lsmt_core.routes import Route
-from training.data.formats import (
+from lsmt_text.data.formats import (
     CorpusFormatError,
     directions,
     load_direction,
@@ -79,7 +79,7 @@ def known_testsets(data_dir: Path | str | None = None) -> list[str]:
     """The names :func:`load_testset` accepts (with a corpus: its sources' slices too)."""
     names = ["acts", "ntrex", *SPLITS]
     if data_dir is not None:
-        from training.data.formats import read_stats
+        from lsmt_text.data.formats import read_stats
 
         sources = read_stats(data_dir).get("sources", {})
         names += [f"{s}-{split}" for s in sources if s != "bible" for split in ("dev", "test")]
