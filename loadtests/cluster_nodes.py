@@ -78,6 +78,9 @@ def second_raylet() -> psutil.Process:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
+    # Ray reads its authentication mode when imported: the driver joins the token cluster
+    # that `ray start` made (Ray 2.60's default) only if told before.
+    os.environ["RAY_AUTH_MODE"] = "token"
     import ray
     from ray import serve
 
@@ -89,6 +92,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "start",
         "--head",
         f"--port={gcs_port}",
+        "--node-ip-address=127.0.0.1",
         "--num-cpus=3",
         "--include-dashboard=false",
         "--disable-usage-stats",
@@ -97,11 +101,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         ray_cli(
             "start",
             f"--address=127.0.0.1:{gcs_port}",
+            "--node-ip-address=127.0.0.1",
             "--num-cpus=1",
             f"--resources={json.dumps({SECOND_NODE: 1})}",
             "--disable-usage-stats",
         )
-        os.environ["RAY_AUTH_MODE"] = "token"
         ray.init(address=f"127.0.0.1:{gcs_port}")
         head = ray.get_runtime_context().get_node_id()
         port = _free_port()
