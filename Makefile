@@ -80,8 +80,9 @@ cluster-status:
 	$(RAY_CLI)/ray status
 
 cluster-stop:
-	-$(RAY_CLI)/serve shutdown --yes
-	-pkill -INT -f "[s]erve run deploy/serve.yaml"  # [s]: not this shell
+	-pkill -TERM -f "[s]erve run deploy/serve.yaml"  # [s]: not this shell; Ray stopped after
+	-@for i in $$(seq 60); do pgrep -f "[s]erve run deploy/serve.yaml" >/dev/null || exit 0; \
+		sleep 1; done; echo "serve run did not stop within 60 s"; exit 1
 	$(RAY_CLI)/ray stop
 
 # pytest exits 5 when it collected nothing: a failure here, not a pass.
