@@ -116,7 +116,7 @@ def test_corrupt_module_fails_that_key_only(make_server, bundle_copy, tiny_bundl
         shutil.copyfile(
             tiny_bundle / "modules/tgt/de.safetensors", bundle_copy / "modules/tgt/de.safetensors"
         )
-        srv.state.registry.engines["tiny:shared+tgt/de"].retry_at = time.monotonic()  # backoff over
+        srv.state.registry.slots["tiny:shared+tgt/de"].retry_at = time.monotonic()  # backoff over
         r = c.post("/v1/translate", json={"text": EN, "source": "en", "target": "de"})
         assert r.status_code == 200, r.text
         assert c.get("/readyz").json()["status"] == "ready"

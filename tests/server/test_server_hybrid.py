@@ -34,7 +34,7 @@ def test_hybrid_bundle_translates_as_its_engine_does(make_server, hybrid_bundle,
         metrics = c.get("/metrics").text
     engines = [e for e in models["engines"] if e["state"] == "loaded"]
     assert len(engines) == 1 and engines[0]["bytes"] > 0
-    loaded = next(iter(srv.state.registry.engines.values()))
+    loaded = next(iter(srv.state.registry.slots.values()))
     # on the CPU, a pair (server/express.py): both translators hybrid engines
     assert isinstance(loaded.translator, LaneEngines)
     assert isinstance(loaded.translator.bulk, HybridTranslator)
