@@ -21,6 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from ray import serve
 from ray.serve.schema import ServeDeploySchema
 
+from loadtests.bench_cluster_replace import engine_loads
 from server.bundles import load_served_bundle
 from server.cluster import build_app, largest_engine_bytes
 from server.settings import Settings
@@ -242,7 +243,7 @@ def test_a_replica_killed_in_flight(cluster):
     or 503 with Retry-After); Serve replaces it and later requests succeed."""
     long_text = " ".join(f"And the evening and the morning were day {i}." for i in range(40))
     victim = replica_of(cluster.post(body("In the beginning.", "de")))
-    loads_before = engine_loads(cluster)
+    loads_before = engine_loads(cluster.url)
     actor = ray.get_actor(f"SERVE_REPLICA::{APP}#{victim}", namespace="serve")
     with ThreadPoolExecutor(6) as pool:
         futures = [pool.submit(cluster.post, body(long_text, "de"), 120) for _ in range(6)]
@@ -277,17 +278,7 @@ def test_a_replica_killed_in_flight(cluster):
             == 200
         )
     # the victim's engine loads stay counted in the cluster's sum
-    assert engine_loads(cluster) >= loads_before
-
-
-def engine_loads(cluster: Cluster) -> float:
-    text = httpx.get(f"{cluster.url}/metrics", timeout=30).text
-    return sum(
-        s.value
-        for f in text_string_to_metric_families(text)
-        for s in f.samples
-        if s.name == "lsmt_engine_loads_total"
-    )
+    assert engine_loads(cluster.url) >= loads_before
 
 
 def test_a_replacement_replica_takes_a_share_of_the_keys_in_use(cluster):
