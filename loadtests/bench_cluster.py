@@ -32,15 +32,20 @@ import random
 import socket
 import statistics
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from .bench_fair import percentile
 from .results import write_results
 from .server_process import ROOT
+
+if TYPE_CHECKING:
+    from server.bundles import ServedBundle
 
 NTREX_DIR = ROOT / "lsmt_text" / "data" / "ntrex128"
 NTREX_FILES = {
@@ -247,24 +252,42 @@ def plot(summary: dict[str, Any], out: Path) -> Path:
     return path
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
+def replica_budget(served: ServedBundle, engines_per_replica: int) -> int:
+    """A translator replica's byte budget that holds ``engines_per_replica`` of the bundle's
+    largest engines on the CPU, and not one more."""
+    from server.cluster import largest_engine_bytes
+    from server.settings import Settings
+
+    return engines_per_replica * largest_engine_bytes(served, Settings(device="cpu")) + 1
+
+
+@contextmanager
+def local_serve(port: int) -> Iterator[None]:
+    """One local Ray on the run's two cores with Serve's proxy on loopback ``port``; both
+    shut down at the end, whatever happened."""
     import ray
     from ray import serve
 
+    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=100 * 2**20)
+    try:
+        serve.start(http_options={"host": "127.0.0.1", "port": port})
+        yield
+    finally:
+        serve.shutdown()
+        ray.shutdown()
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
     from server.bundles import load_served_bundle
-    from server.cluster import largest_engine_bytes
-    from server.settings import Settings
 
     args = parse_args(argv)
     served = load_served_bundle(args.bundle)
     routes = [tuple(r) for r in served.routes]
-    budget = args.engines_per_replica * largest_engine_bytes(served, Settings(device="cpu")) + 1
+    budget = replica_budget(served, args.engines_per_replica)
     bodies = requests_for(args, routes)
     port = _free_port()
-    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=100 * 2**20)
     rows = []
-    try:
-        serve.start(http_options={"host": "127.0.0.1", "port": port})
+    with local_serve(port):
         for r in range(args.rounds):
             for mode in list(MODES)[r % 2 :] + list(MODES)[: r % 2]:
                 row = {"round": r, **measure_mode(args, mode, bodies, port, budget)}
@@ -277,9 +300,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     f"{row['distinct_resident_keys']} distinct keys",
                     flush=True,
                 )
-    finally:
-        serve.shutdown()
-        ray.shutdown()
     summary = summarize(rows)
     settings = {k: str(v) for k, v in vars(args).items()}
     result = {"settings": {**settings, "budget_bytes": budget, "routes": len(routes)},

@@ -34,7 +34,15 @@ from typing import Any
 
 import httpx
 
-from .bench_cluster import APP, METRICS_REPORT_WAIT_S, _free_port, sentences, zipf_routes
+from .bench_cluster import (
+    APP,
+    METRICS_REPORT_WAIT_S,
+    _free_port,
+    local_serve,
+    replica_budget,
+    sentences,
+    zipf_routes,
+)
 from .results import write_results
 from .server_process import ROOT
 
@@ -254,12 +262,7 @@ def plot(rows: list[dict[str, Any]], out: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    import ray
-    from ray import serve
-
     from server.bundles import load_served_bundle
-    from server.cluster import largest_engine_bytes
-    from server.settings import Settings
 
     args = parse_args(argv)
     served = load_served_bundle(args.bundle)
@@ -273,12 +276,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for i in range(50)
         for src, tgt in routes
     ]
-    budget = args.engines_per_replica * largest_engine_bytes(served, Settings(device="cpu")) + 1
+    budget = replica_budget(served, args.engines_per_replica)
     port = _free_port()
-    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=100 * 2**20)
     rows = []
-    try:
-        serve.start(http_options={"host": "127.0.0.1", "port": port})
+    with local_serve(port):
         for arm in args.arms:
             row = measure_arm(args, arm, bodies, port, budget)
             rows.append(row)
@@ -290,9 +291,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 f"{row['engine_loads']:.0f} engine loads",
                 flush=True,
             )
-    finally:
-        serve.shutdown()
-        ray.shutdown()
     settings = {k: str(v) for k, v in vars(args).items()}
     result = {
         "settings": {**settings, "budget_bytes": budget, "routes": ["-".join(r) for r in routes]},

@@ -432,9 +432,12 @@ class Ingress:
     def __serve_build_asgi_app__(self) -> FastAPI:
         return self.asgi
 
-    async def _reports(self) -> dict[str, ReplicaReport]:
+    async def _from_hub(
+        self, ask: Callable[[], Awaitable[dict[str, ReplicaReport]]]
+    ) -> dict[str, ReplicaReport]:
+        """The hub's answer to ``ask``; no reports while it does not answer."""
         try:
-            reports: dict[str, ReplicaReport] = await self.hub.collect.remote()
+            reports = await ask()
         except Exception as exc:
             log.warning("the metrics hub did not answer: %s", exc)
             reports = {}
@@ -442,13 +445,16 @@ class Ingress:
 
     async def metrics_view(self) -> bytes:
         """Every replica's latest metrics (and what departed ones left), this one's as of now."""
-        expositions = {r: report.exposition for r, report in (await self._reports()).items()}
+        reports = await self._from_hub(lambda: self.hub.collect.remote())
+        expositions = {r: report.exposition for r, report in reports.items()}
         expositions[self.replica] = generate_latest(self.state.metrics.registry).decode()
         return merge_expositions(expositions)
 
     async def engines_view(self) -> EnginesView:
         """Every translator's engines, as they last reported them."""
-        return merge_engines(self.state.bundles, await self._reports())
+        return merge_engines(
+            self.state.bundles, await self._from_hub(lambda: self.hub.engine_reports.remote())
+        )
 
     async def live_translators(self) -> set[str]:
         """The translator replicas that reported within the last two report intervals."""

@@ -20,7 +20,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.metrics_core import Metric
@@ -77,6 +77,23 @@ class MetricsHub:
     def collect(self) -> dict[str, ReplicaReport]:
         """The live replicas' reports, and each departed replica's as a report of its
         cumulative series alone (no engines)."""
+        self._retire_silent()
+        live = {replica: report for replica, (_, report) in self.reports.items()}
+        return {**{r: ReplicaReport(text) for r, text in self.departed.items()}, **live}
+
+    def engine_reports(self) -> dict[str, ReplicaReport]:
+        """The live translators' engines and bytes, without their expositions: what
+        ``/v1/models`` needs, a fraction of ``collect``'s answer."""
+        self._retire_silent()
+        return {
+            replica: replace(report, exposition="")
+            for replica, (_, report) in self.reports.items()
+            if report.translator
+        }
+
+    def _retire_silent(self) -> None:
+        """Move the replicas silent for ``STALE_AFTER_S`` to the departed, keeping only their
+        cumulative series."""
         now = time.monotonic()
         for replica, (heard, report) in list(self.reports.items()):
             if now - heard > STALE_AFTER_S:
@@ -85,8 +102,6 @@ class MetricsHub:
                 log.warning("replica %s stopped reporting: its counters stay", replica)
         while len(self.departed) > MAX_DEPARTED:
             del self.departed[next(iter(self.departed))]
-        live = {replica: report for replica, (_, report) in self.reports.items()}
-        return {**{r: ReplicaReport(text) for r, text in self.departed.items()}, **live}
 
     def translators(self) -> set[str]:
         """The translator replicas heard within two report intervals: alive now (a dead one

@@ -48,6 +48,16 @@ SCHEMA = (
 # between their statements) before it ends the session and releases its locks.
 LOCK_TIMEOUT_MS = 10_000
 IDLE_IN_TRANSACTION_MS = 5_000
+# The other side of it: this server's connection to a PostgreSQL host that died (or a network
+# that drops everything) is found dead in about 25 s idle (keepalives) or 30 s waiting for an
+# answer (tcp_user_timeout), not after the kernel's two hours. A URL may set its own.
+POSTGRES_TCP_DEFAULTS = {
+    "keepalives": "1",
+    "keepalives_idle": "10",
+    "keepalives_interval": "5",
+    "keepalives_count": "3",
+    "tcp_user_timeout": "30000",
+}
 
 # A row as the driver returns it: sqlite3 and psycopg leave its values untyped.
 Row = tuple[Any, ...]
@@ -172,7 +182,10 @@ class Postgres(Dialect):
         self.integrity_error = psycopg.IntegrityError
 
     def connect(self) -> Connection:
-        db = self.psycopg.connect(self.url, autocommit=True, connect_timeout=10)
+        given = self.psycopg.conninfo.conninfo_to_dict(self.url)
+        tcp = {k: v for k, v in POSTGRES_TCP_DEFAULTS.items() if k not in given}
+        conninfo = self.psycopg.conninfo.make_conninfo(self.url, connect_timeout=10, **tcp)
+        db = self.psycopg.connect(conninfo, autocommit=True)
         # A subject's lock is waited for as long as SQLite's write lock, then 503. A client
         # that hangs in a transaction, or whose host died without closing its connection
         # (the server would notice only by TCP keepalive, hours later), holds the subject's

@@ -148,6 +148,24 @@ def test_the_hub_keeps_a_bounded_number_of_departed_replicas(monkeypatch):
     assert list(hub.collect()) == ["T#2", "T#3"]
 
 
+def test_the_hubs_engine_reports_carry_the_translators_engines_alone(monkeypatch):
+    """What ``/v1/models`` asks the hub for: live translators' engines and bytes, no
+    exposition (a departed replica's counters and the ingress are ``collect``'s business)."""
+    now = [0.0]
+    monkeypatch.setattr(cluster_metrics.time, "monotonic", lambda: now[0])
+    hub = MetricsHub.func_or_class()
+    hub.report("T#a", ReplicaReport(exposition(3, 1), [engine("k", "T#a", 7)], 7, 0, True))
+    hub.report("T#gone", ReplicaReport(exposition(1, 1), [engine("k", "T#gone", 7)], 7, 0, True))
+    now[0] = 20.0
+    hub.report("T#a", ReplicaReport(exposition(4, 1), [engine("k", "T#a", 7)], 7, 0, True))
+    hub.report("Ingress#x", ReplicaReport(exposition(0, 0)))
+    now[0] = 31.0  # T#gone silent for 31 s: departed
+    reports = hub.engine_reports()
+    assert list(reports) == ["T#a"]
+    assert reports["T#a"].exposition == ""
+    assert [e.key for e in reports["T#a"].engines] == ["k"] and reports["T#a"].device_bytes == 7
+
+
 def engine(key: str, replica: str, nbytes: int) -> EngineInfo:
     info = EngineInfo.unloaded(key, "tiny", [])
     return info.model_copy(

@@ -231,6 +231,24 @@ def test_a_process_that_hangs_holding_a_subjects_lock_holds_the_others_up_only_b
 
 
 @pytest.mark.integration
+def test_a_postgres_connection_finds_a_dead_host_in_seconds(postgres):
+    """Keepalives and a TCP user timeout on every connection (POSTGRES_TCP_DEFAULTS), unless
+    the URL sets its own."""
+    from server.keys.dialects import POSTGRES_TCP_DEFAULTS, Postgres
+
+    url = new_database(postgres)
+    db = Postgres(url).connect()
+    assert {k: db.info.get_parameters().get(k) for k in POSTGRES_TCP_DEFAULTS} == (
+        POSTGRES_TCP_DEFAULTS
+    )
+    db.close()
+    own = Postgres(f"{url}{'&' if '?' in url else '?'}keepalives_idle=60").connect()
+    assert own.info.get_parameters()["keepalives_idle"] == "60"
+    assert own.info.get_parameters()["tcp_user_timeout"] == "30000"
+    own.close()
+
+
+@pytest.mark.integration
 def test_limits_on_a_real_server(make_server, tmp_path):
     db = tmp_path / "keys.db"
     store = KeyStore(db)
