@@ -13,6 +13,10 @@ Each format writes the target in the form its readers know: BCP 47 as the reques
 (HTML, EPUB, and ``pt_BR`` style in gettext); language and region in office formats
 (``regional``: Word's proofing languages are locales, and it writes and expects
 ``fr-FR``; LibreOffice keeps a language with a country).
+
+The direction a document is written in follows the target where it turns (``Languages.turns``:
+English into Arabic, Arabic into English): which languages are written right to left is
+CLDR's character order, as Babel has it (``direction``), the one place that says so.
 """
 
 from __future__ import annotations
@@ -20,6 +24,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
+from typing import Literal
+
+from babel import Locale, UnknownLocaleError
 
 from ..markup import Attributes, Token
 
@@ -54,6 +62,32 @@ class Languages:
 
     def names_source(self, tag: str | None) -> bool:
         return bool(tag) and primary(tag or "") == primary(self.source)
+
+    @property
+    def direction(self) -> Direction:
+        """The direction the target is written in."""
+        return direction(self.target)
+
+    @property
+    def turns(self) -> bool:
+        """Whether the text changes direction (English into Arabic, or Arabic into English):
+        a document's own direction marks then name the target's."""
+        return direction(self.source) != direction(self.target)
+
+
+Direction = Literal["ltr", "rtl"]
+
+
+@cache
+def direction(code: str) -> Direction:
+    """"rtl" for a language written right to left (Arabic, Persian, Hebrew, Urdu; a script
+    subtag counts: "pa-Arab"), by CLDR's character order; "ltr" for any other, and for a code
+    CLDR does not know ("auto")."""
+    try:
+        locale = Locale.parse(bcp47(code), sep="-")
+    except (UnknownLocaleError, ValueError, TypeError):
+        return "ltr"
+    return "rtl" if locale.text_direction == "rtl" else "ltr"
 
 
 def primary(tag: str) -> str:
