@@ -80,7 +80,7 @@ Direction = Literal["ltr", "rtl"]
 
 @cache
 def direction(code: str) -> Direction:
-    """"rtl" for a language written right to left (Arabic, Persian, Hebrew, Urdu; a script
+    """ "rtl" for a language written right to left (Arabic, Persian, Hebrew, Urdu; a script
     subtag counts: "pa-Arab"), by CLDR's character order; "ltr" for any other, and for a code
     CLDR does not know ("auto")."""
     try:

@@ -4,7 +4,8 @@ kept, lines re-flowed)."""
 
 from __future__ import annotations
 
-from server.documents import open_document
+from server.documents import Languages, open_document
+from tests.server.document_files import FRENCH
 
 MARKDOWN = """---
 title: A note.
@@ -75,3 +76,22 @@ def test_subtitles_keep_their_cues_and_timings_and_reflow_lines():
     document = open_document("film.vtt", vtt.encode())
     assert document.texts == ["Tom & Jerry"]
     assert document.rebuild(["Tom & Jerry !"]).decode() == vtt.replace("Jerry\n", "Jerry !\n")
+
+
+def test_a_webvtt_header_states_the_target_language():
+    cue = "\r\n\r\n00:01.000 --> 00:02.000\r\nSave\r\n"
+    tagged = "WEBVTT - a film\r\nKind: captions\r\nLanguage: en-US\r\nlanguage: en" + cue
+    document = open_document("film.vtt", tagged.encode())
+    out = document.rebuild(["Enregistrer"], Languages("en", "fr-CA")).decode()
+    assert out == "WEBVTT - a film\r\nKind: captions\r\nLanguage: fr-CA" + cue.replace(
+        "Save", "Enregistrer"
+    )  # replaced where it was (once), the other header lines kept
+    untagged = "WEBVTT\n\nNOTE a note\n\n00:01.000 --> 00:02.000\nSave\n"
+    out = open_document("film.vtt", untagged.encode()).rebuild(["حفظ"], Languages("en", "ar"))
+    assert out.decode() == untagged.replace("WEBVTT\n", "WEBVTT\nLanguage: ar\n").replace(
+        "Save", "حفظ"
+    )
+    srt = "1\n00:00:01,000 --> 00:00:02,000\nSave\n"  # SubRip has no header: nothing added
+    assert open_document("a.srt", srt.encode()).rebuild(["x"], FRENCH).decode() == srt.replace(
+        "Save", "x"
+    )
