@@ -10,13 +10,14 @@ import io
 import zipfile
 from xml.etree import ElementTree as ET
 
-from server.documents import open_document
+from server.documents import Languages, open_document
 from server.documents.office import docx_document
 from tests.server.document_files import (
     FRENCH,
     SENTENCE,
     TABLE,
     A,
+    P,
     W,
     docx,
     local_attributes,
@@ -167,3 +168,118 @@ def test_a_presentation_declares_the_target_on_its_runs():
             if e.get("lang")] == [
         ("rPr", "fr-FR", "fr-FR"), ("rPr", "de-DE", None), ("endParaRPr", "fr-FR", None)
     ]  # fmt: skip
+
+
+def test_a_presentations_masters_layouts_and_defaults_declare_the_target():
+    master_text = (
+        '<p:txStyles><p:titleStyle><a:lvl1pPr><a:defRPr lang="en-US" sz="4400"/></a:lvl1pPr>'
+        '</p:titleStyle><p:otherStyle><a:lvl1pPr><a:defRPr lang="de-DE"/></a:lvl1pPr>'
+        "</p:otherStyle></p:txStyles>"
+    )
+    members = {
+        "ppt/slides/slide1.xml": slide("<a:p><a:r><a:t>Save</a:t></a:r></a:p>"),
+        "ppt/slideMasters/slideMaster1.xml": slide(
+            '<a:p><a:endParaRPr lang="en-GB"/></a:p>'
+        ).replace("</p:cSld>", "</p:cSld>" + master_text),
+        "ppt/slideLayouts/slideLayout2.xml": slide('<a:p><a:endParaRPr lang="en-US"/></a:p>'),
+        "ppt/presentation.xml": (
+            f'<p:presentation xmlns:a="{A}" xmlns:p="{P}"><p:defaultTextStyle><a:defPPr>'
+            '<a:defRPr lang="es-ES"/></a:defPPr></p:defaultTextStyle></p:presentation>'
+        ),
+        "ppt/theme/theme1.xml": f'<a:theme xmlns:a="{A}" lang="en-US"/>',
+    }
+    data = package(members)
+    unchanged = zipfile.ZipFile(io.BytesIO(open_document("t.pptx", data).rebuild(["x"])))
+    assert (
+        unchanged.read("ppt/slideMasters/slideMaster1.xml")
+        == members["ppt/slideMasters/slideMaster1.xml"].encode()
+    )  # without languages: as it was
+    out = zipfile.ZipFile(io.BytesIO(open_document("t.pptx", data).rebuild(["x"], FRENCH)))
+
+    def langs(name: str) -> list[str | None]:
+        return [e.get("lang") for e in ET.fromstring(out.read(name)).iter() if e.get("lang")]
+
+    assert langs("ppt/slideMasters/slideMaster1.xml") == ["fr-FR", "fr-FR", "de-DE"]
+    assert langs("ppt/slideLayouts/slideLayout2.xml") == ["fr-FR"]
+    assert langs("ppt/presentation.xml") == ["fr-FR"]  # the default: whatever it named
+    assert out.read("ppt/theme/theme1.xml") == members["ppt/theme/theme1.xml"].encode()
+
+
+def test_word_settings_name_the_target_for_theme_fonts():
+    settings = (
+        f'<w:settings xmlns:w="{W}"><w:zoom w:percent="100"/>'
+        '<w:themeFontLang w:val="en-US" w:eastAsia="zh-CN"/></w:settings>'
+    )
+    body = f'<w:document xmlns:w="{W}"><w:body><w:p><w:r><w:t>Save</w:t></w:r></w:p></w:body>'
+    data = package({"word/document.xml": body + "</w:document>", "word/settings.xml": settings})
+    out = zipfile.ZipFile(io.BytesIO(open_document("a.docx", data).rebuild(["حفظ"], ARABIC)))
+    theme = ET.fromstring(out.read("word/settings.xml")).find(f"{{{W}}}themeFontLang")
+    assert local_attributes(theme, theme.tag) == [
+        {"val": "ar-SA", "eastAsia": "zh-CN", "bidi": "ar-SA"}  # the target's script, too
+    ]
+
+
+ARABIC = Languages("en", "ar")
+
+
+def word_flags(paragraph: ET.Element) -> list[tuple[str, str | None]]:
+    """Each direction flag of a paragraph and its runs, with its value (None: on)."""
+    return [
+        (e.tag.split("}")[1], e.get(f"{{{W}}}val"))
+        for e in paragraph.iter()
+        if e.tag in (f"{{{W}}}bidi", f"{{{W}}}rtl")
+    ]
+
+
+def test_a_word_document_turns_right_to_left_with_its_target():
+    body = (
+        '<w:p><w:pPr><w:pStyle w:val="Title"/><w:jc w:val="center"/></w:pPr>'
+        '<w:r><w:rPr><w:b/><w:lang w:val="en-US"/></w:rPr><w:t>Save</w:t></w:r>'
+        '<w:r><w:t xml:space="preserve"> now</w:t></w:r></w:p>'
+    )
+    data = docx(body)
+    (p,) = paragraphs(docx_document(data).rebuild(["حفظ الآن", "حفظ"], ARABIC))
+    pieces = [e.tag.split("}")[1] for e in p.find(f"{{{W}}}pPr")]
+    assert pieces == ["pStyle", "bidi", "jc"]  # in the schema's order
+    written = list(p.iter(f"{{{W}}}r"))
+    assert len(written) == 2 and word_flags(p) == [("bidi", None)] + [("rtl", None)] * 2
+    bold = next(r for r in written if r.find(f"{{{W}}}rPr/{{{W}}}b") is not None)
+    assert [e.tag.split("}")[1] for e in bold.find(f"{{{W}}}rPr")] == [
+        "b",
+        "rtl",
+        "lang",
+    ]  # before the language, as the schema orders them
+    # Arabic into English: turned back explicitly, whatever the styles say
+    document = docx_document(paragraph_xml(p))
+    (p,) = paragraphs(document.rebuild(["Save now", "Save"], Languages("ar", "en")))
+    assert word_flags(p) == [("bidi", "0")] + [("rtl", "0")] * 2
+    # French: the direction does not turn, nothing is added
+    (p,) = paragraphs(
+        docx_document(data).rebuild(["Enregistrer maintenant", "Enregistrer"], FRENCH)
+    )
+    assert word_flags(p) == []
+
+
+def paragraph_xml(paragraph: ET.Element) -> bytes:
+    ET.register_namespace("w", W)
+    return docx(ET.tostring(paragraph, encoding="unicode").replace(f' xmlns:w="{W}"', ""))
+
+
+def test_a_presentation_turns_right_to_left_with_its_target():
+    text = (
+        '<a:p><a:pPr algn="ctr"/><a:r><a:t>Save</a:t></a:r></a:p>'
+        "<a:p><a:r><a:t>Now</a:t></a:r></a:p>"
+    )
+    data = package({"ppt/slides/slide1.xml": slide(text)})
+
+    def directions(languages: Languages) -> list[tuple[str | None, str | None]]:
+        out = zipfile.ZipFile(
+            io.BytesIO(open_document("t.pptx", data).rebuild(["a", "b"], languages))
+        )
+        root = ET.fromstring(out.read("ppt/slides/slide1.xml"))
+        first = [next(iter(p)) for p in root.iter(f"{{{A}}}p")]  # the properties come first
+        return [(e.get("algn"), e.get("rtl")) for e in first if e.tag == f"{{{A}}}pPr"]
+
+    assert directions(ARABIC) == [("ctr", "1"), (None, "1")]
+    assert directions(Languages("ar", "fr")) == [("ctr", "0"), (None, "0")]
+    assert directions(FRENCH) == [("ctr", None)]
