@@ -84,3 +84,43 @@ def test_an_opendocument_declares_the_target_in_its_styles_and_metadata():
          "language-complex": "hi", "country-complex": "IN"},
     ]  # fmt: skip
     assert next(ET.fromstring(out.read("meta.xml")).iter(f"{{{DC}}}language")).text == "ja-JP"
+
+
+def test_an_opendocument_turns_right_to_left_with_its_target():
+    automatic = (
+        '<office:automatic-styles><style:style style:name="P1" style:family="paragraph">'
+        '<style:text-properties fo:language="en"/></style:style>'
+        '<style:style style:name="T1" style:family="text"><style:text-properties/></style:style>'
+        "</office:automatic-styles>"
+    )
+    styles = (
+        f'<office:document-styles xmlns:office="{OFFICE}" xmlns:style="{STYLE}" '
+        f'xmlns:fo="{FO}"><office:styles><style:default-style style:family="paragraph">'
+        '<style:paragraph-properties style:writing-mode="page"/></style:default-style>'
+        '<style:style style:name="Standard" style:family="paragraph"/>'
+        '<style:default-style style:family="graphic"><style:graphic-properties/>'
+        "<style:text-properties/></style:default-style></office:styles></office:document-styles>"
+    )
+    data = odt('<text:p text:style-name="P1">Save</text:p>', automatic, {"styles.xml": styles})
+
+    def modes(languages: Languages) -> list[tuple[str, str, str | None]]:
+        out = zipfile.ZipFile(io.BytesIO(open_document("a.odt", data).rebuild(["x"], languages)))
+        found = []
+        for part in ("content.xml", "styles.xml"):
+            for style in ET.fromstring(out.read(part)).iter():
+                if style.tag in (f"{{{STYLE}}}style", f"{{{STYLE}}}default-style"):
+                    props = [c.tag.split("}")[1] for c in style]
+                    mode = style.find(f"{{{STYLE}}}paragraph-properties")
+                    mode = None if mode is None else mode.get(f"{{{STYLE}}}writing-mode")
+                    found.append((style.get(f"{{{STYLE}}}name", "default"), ",".join(props), mode))
+        return found
+
+    assert modes(Languages("en", "ar")) == [
+        ("P1", "paragraph-properties,text-properties", "rl-tb"),  # added before its text's
+        ("T1", "text-properties", None),  # a text style lays out no paragraph
+        ("default", "paragraph-properties", "rl-tb"),  # "page" was the source's direction
+        ("Standard", "paragraph-properties", "rl-tb"),
+        ("default", "graphic-properties,paragraph-properties,text-properties", "rl-tb"),
+    ]
+    assert {mode for *_, mode in modes(Languages("ar", "en"))} == {"lr-tb", None}
+    assert [mode for *_, mode in modes(Languages("en", "fr"))] == [None, None, "page", None, None]
