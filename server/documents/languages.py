@@ -139,19 +139,34 @@ def retagged(
 def html_language(languages: Languages | None) -> Attributes | None:
     """How HTML's start tags declare the target (``server.markup``'s ``Attributes``): the
     root's ``lang`` and ``xml:lang`` (``lang`` added where it has neither) and a
-    ``content-language`` pragma set to it, another element's where they name the source."""
+    ``content-language`` pragma set to it, another element's where they name the source.
+
+    The root's ``dir`` states the target's direction where the target is written right to
+    left or the root states one (not ``auto``); where the direction turns, another element's
+    ``dir`` that stated the source's states the target's (not one of an element in another
+    language, which keeps its own)."""
     if languages is None:
         return None
-    target = bcp47(languages.target)
+    target, source_direction = bcp47(languages.target), direction(languages.source)
 
     def attributes(token: Token) -> dict[str, str]:
         values = dict(token.attrs)
         if token.tag == "meta" and (values.get("http-equiv") or "").lower() == "content-language":
             return {"content": target}
         names = [name for name in ("lang", "xml:lang") if name in values]
+        stated = (values.get("dir") or "").strip().lower()
         if token.tag == "html":
-            return dict.fromkeys(names or ["lang"], target)
-        return {name: target for name in names if languages.names_source(values[name])}
+            declared: dict[str, str] = dict.fromkeys(names or ["lang"], target)
+            if stated != "auto" and (languages.direction == "rtl" or stated):
+                declared["dir"] = languages.direction
+            return declared
+        other = any(values[name] and not languages.names_source(values[name]) for name in names)
+        given: dict[str, str] = {
+            name: target for name in names if languages.names_source(values[name])
+        }
+        if languages.turns and stated == source_direction and not other:
+            given["dir"] = languages.direction
+        return given
 
     return attributes
 

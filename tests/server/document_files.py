@@ -89,13 +89,13 @@ def slide(text_xml: str) -> str:
     )
 
 
-def epub(chapter: str, metadata: str = "<metadata/>") -> bytes:
+def epub(chapter: str, metadata: str = "<metadata/>", spine: str = "<spine>") -> bytes:
     opf = (
         '<?xml version="1.0"?><package xmlns="http://www.idpf.org/2007/opf" version="3.0">'
         f'{metadata}<manifest><item id="c1" href="text/ch%201.xhtml" '
         'media-type="application/xhtml+xml"/>'
         '<item id="css" href="style.css" media-type="text/css"/>'
-        '</manifest><spine><itemref idref="c1"/></spine></package>'
+        f'</manifest>{spine}<itemref idref="c1"/></spine></package>'
     )
     container = (
         '<?xml version="1.0"?><container version="1.0" '

@@ -8,7 +8,7 @@ import io
 import zipfile
 from xml.etree import ElementTree as ET
 
-from server.documents import open_document
+from server.documents import Languages, open_document
 from server.markup import tokenize
 from tests.server.document_files import DC, FRENCH, TABLE, XML_LANG, epub
 
@@ -63,3 +63,55 @@ def test_a_book_declares_the_target_in_its_package_and_its_chapters():
     assert next(opf.iter(f"{{{DC}}}title")).text == "Save"  # the package is not translated
     root = ET.fromstring(out.read("OEBPS/text/ch 1.xhtml"))
     assert root.get("lang") == root.get(XML_LANG) == "fr"
+
+
+def start_tags(html: str) -> list[tuple[str, dict[str, str | None]]]:
+    return [(t.tag, dict(t.attrs)) for t in tokenize(html) if t.kind == "start"]
+
+
+def test_a_page_turns_right_to_left_with_its_target():
+    page = (
+        '<html lang="en"><body><p dir="ltr">Save</p><p lang="en" dir="ltr">Save</p>'
+        '<p lang="de" dir="ltr">Zeitgeist</p><p dir="auto">Save</p></body></html>'
+    )
+    document = open_document("page.html", page.encode())
+    out = document.rebuild(["حفظ", "حفظ", "Zeitgeist", "حفظ"], Languages("en", "ar")).decode()
+    assert start_tags(out) == [
+        ("html", {"lang": "ar", "dir": "rtl"}),  # added
+        ("body", {}),
+        ("p", {"dir": "rtl"}),  # the source's direction: the target's
+        ("p", {"lang": "ar", "dir": "rtl"}),
+        ("p", {"lang": "de", "dir": "ltr"}),  # another language keeps its own
+        ("p", {"dir": "auto"}),
+    ]
+    back = open_document("page.html", out.encode())
+    out = back.rebuild(["Save", "Save", "Zeitgeist", "Save"], Languages("ar", "en")).decode()
+    assert [attrs.get("dir") for _, attrs in start_tags(out)] == [
+        "ltr", None, "ltr", "ltr", "ltr", "auto"
+    ]  # fmt: skip
+    french = open_document("page.html", page.encode()).rebuild(["x"] * 4, FRENCH).decode()
+    assert "rtl" not in french and '<html lang="fr">' in french  # nothing turns
+
+
+def test_a_book_turns_its_page_progression_with_its_target():
+    chapter = (
+        '<?xml version="1.0" encoding="utf-8"?>\n<html xmlns="http://www.w3.org/1999/xhtml">'
+        "<head><title>Save</title></head><body><p>Save</p></body></html>"
+    )
+    book = epub(chapter)
+    out = zipfile.ZipFile(
+        io.BytesIO(open_document("b.epub", book).rebuild(["x"] * 2, Languages("en", "ar")))
+    )
+    opf = out.read("OEBPS/content.opf").decode()
+    assert '<spine page-progression-direction="rtl">' in opf
+    assert start_tags(out.read("OEBPS/text/ch 1.xhtml").decode())[0][1]["dir"] == "rtl"
+    stated = epub(chapter, spine="<spine page-progression-direction='rtl' toc='ncx'>")
+    out = zipfile.ZipFile(
+        io.BytesIO(open_document("b.epub", stated).rebuild(["x"] * 2, Languages("ar", "en")))
+    )
+    assert (
+        "<spine page-progression-direction='ltr' toc='ncx'>"
+        in out.read("OEBPS/content.opf").decode()
+    )
+    out = zipfile.ZipFile(io.BytesIO(open_document("b.epub", book).rebuild(["x"] * 2, FRENCH)))
+    assert "page-progression-direction" not in out.read("OEBPS/content.opf").decode()
