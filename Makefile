@@ -12,7 +12,7 @@ PORT ?= 8000
 BUNDLES ?=
 
 .PHONY: serve serve-cluster cluster-status cluster-stop test test-fast lint format install-serve install-all install-browser \
-	install-gettext install-promtool \
+	install-gettext install-promtool install-libreoffice \
 	corpus tokenizer default-model clean
 
 $(PY):
@@ -58,6 +58,11 @@ install-browser:
 install-gettext:
 	$(call apt-tool,msgfmt,gettext,.po tests)
 
+# The office round-trip tests have LibreOffice write .odt, .docx and .pptx files, translate them
+# and open the translations again (90 MB download, 279 MB installed).
+install-libreoffice:
+	$(call apt-tool,soffice,libreoffice-writer-nogui libreoffice-impress-nogui,LibreOffice round-trip tests)
+
 # The alert rules are checked and unit-tested by promtool, and the dashboard's queries run
 # against a real Prometheus scraping a real server (Debian's prometheus package has both).
 install-promtool:
@@ -92,7 +97,7 @@ define pytest
 endef
 
 # Every tier: unit, integration (servers, browsers, engines) and slow (model trainings).
-test: lint install-browser install-gettext install-promtool
+test: lint install-browser install-gettext install-promtool install-libreoffice
 	$(call pytest,)
 
 # The unit tier only (tests that are neither `integration` nor `slow`): a quick check while

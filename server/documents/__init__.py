@@ -18,7 +18,9 @@ of ``/translate`` and ``/v1/translate`` with ``format=html``). One module per ki
 Written with ``Languages``, the translation declares its target language wherever the format
 has a language tag (``languages``: HTML's ``lang``, a book's or OpenDocument's
 ``dc:language``, Word's, PowerPoint's and OpenDocument's style languages, a catalogue's
-``Language``).
+``Language`` and plural rule, a WebVTT header's ``Language:``), and the target's direction
+where it turns (``Languages.turns``: English into Arabic; HTML's ``dir``, a book's page
+progression, Word's, PowerPoint's and OpenDocument's paragraph direction).
 
 A package (zip) is opened within bounds (``packages``): too many members or too many bytes
 unpacked, or an XML part that declares entities, is refused as a ``DocumentError``.

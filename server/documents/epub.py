@@ -1,12 +1,14 @@
 """EPUB books: every XHTML content document the package lists (chapters, the navigation
 document) translated as HTML (``server.markup``: blocks as texts, inline elements kept around
-their words); the package document's ``dc:language`` set to the target and every other member
-(images, styles, fonts) copied as it was, ``mimetype`` first and stored as the format
-requires."""
+their words); the package document's ``dc:language`` set to the target, and its spine's
+``page-progression-direction`` to the target's direction where the target is written right to
+left or the spine states one; every other member (images, styles, fonts) copied as it was,
+``mimetype`` first and stored as the format requires."""
 
 from __future__ import annotations
 
 import posixpath
+import re
 import zipfile
 from urllib.parse import unquote
 
@@ -18,6 +20,8 @@ from .packages import open_package, parse_xml, read_member, rewrite_package
 KIND = "EPUB book"
 CONTAINER = "META-INF/container.xml"
 CONTENT_TYPES = {"application/xhtml+xml", "text/html"}
+SPINE = re.compile(r"<(?:[\w.-]+:)?spine\b[^>]*>")
+PROGRESSION = re.compile(r"""(\spage-progression-direction\s*=\s*)(["'])[^"']*\2""")
 
 
 def epub_document(data: bytes) -> Document:
@@ -35,10 +39,31 @@ def epub_document(data: bytes) -> Document:
         parts = zip(documents.items(), shares(translations), strict=True)
         written = {name: d.rebuild(share, attributes) for (name, d), share in parts}
         if opf_path is not None and opf is not None and languages is not None:
-            written[opf_path] = with_dc_language(opf, languages, bcp47).encode("utf-8")
+            package_xml = with_dc_language(opf, languages, bcp47)
+            written[opf_path] = with_progression(package_xml, languages).encode("utf-8")
         return rewrite_package(package, written)
 
     return Document(texts, rebuild, sum(d.characters for d in documents.values()))
+
+
+def with_progression(opf: str, languages: Languages) -> str:
+    """The package document with its spine's ``page-progression-direction`` the target's,
+    where the target is written right to left or the spine states one (edited as text, as
+    ``dc:language`` is)."""
+    progression = languages.direction
+
+    def spine(found: re.Match[str]) -> str:
+        tag = found.group()
+        if PROGRESSION.search(tag):
+            return PROGRESSION.sub(
+                lambda m: f"{m.group(1)}{m.group(2)}{progression}{m.group(2)}", tag
+            )
+        if progression != "rtl":
+            return tag
+        end = len(tag) - (2 if tag.endswith("/>") else 1)
+        return f'{tag[:end]} page-progression-direction="{progression}"{tag[end:]}'
+
+    return SPINE.sub(spine, opf, count=1)
 
 
 def package_document(package: zipfile.ZipFile) -> str | None:

@@ -13,6 +13,10 @@ Each format writes the target in the form its readers know: BCP 47 as the reques
 (HTML, EPUB, and ``pt_BR`` style in gettext); language and region in office formats
 (``regional``: Word's proofing languages are locales, and it writes and expects
 ``fr-FR``; LibreOffice keeps a language with a country).
+
+The direction a document is written in follows the target where it turns (``Languages.turns``:
+English into Arabic, Arabic into English): which languages are written right to left is
+CLDR's character order, as Babel has it (``direction``), the one place that says so.
 """
 
 from __future__ import annotations
@@ -20,6 +24,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
+from typing import Literal
+
+from babel import Locale, UnknownLocaleError
 
 from ..markup import Attributes, Token
 
@@ -54,6 +62,32 @@ class Languages:
 
     def names_source(self, tag: str | None) -> bool:
         return bool(tag) and primary(tag or "") == primary(self.source)
+
+    @property
+    def direction(self) -> Direction:
+        """The direction the target is written in."""
+        return direction(self.target)
+
+    @property
+    def turns(self) -> bool:
+        """Whether the text changes direction (English into Arabic, or Arabic into English):
+        a document's own direction marks then name the target's."""
+        return direction(self.source) != direction(self.target)
+
+
+Direction = Literal["ltr", "rtl"]
+
+
+@cache
+def direction(code: str) -> Direction:
+    """ "rtl" for a language written right to left (Arabic, Persian, Hebrew, Urdu; a script
+    subtag counts: "pa-Arab"), by CLDR's character order; "ltr" for any other, and for a code
+    CLDR does not know ("auto")."""
+    try:
+        locale = Locale.parse(bcp47(code), sep="-")
+    except (UnknownLocaleError, ValueError, TypeError):
+        return "ltr"
+    return "rtl" if locale.text_direction == "rtl" else "ltr"
 
 
 def primary(tag: str) -> str:
@@ -105,19 +139,34 @@ def retagged(
 def html_language(languages: Languages | None) -> Attributes | None:
     """How HTML's start tags declare the target (``server.markup``'s ``Attributes``): the
     root's ``lang`` and ``xml:lang`` (``lang`` added where it has neither) and a
-    ``content-language`` pragma set to it, another element's where they name the source."""
+    ``content-language`` pragma set to it, another element's where they name the source.
+
+    The root's ``dir`` states the target's direction where the target is written right to
+    left or the root states one (not ``auto``); where the direction turns, another element's
+    ``dir`` that stated the source's states the target's (not one of an element in another
+    language, which keeps its own)."""
     if languages is None:
         return None
-    target = bcp47(languages.target)
+    target, source_direction = bcp47(languages.target), direction(languages.source)
 
     def attributes(token: Token) -> dict[str, str]:
         values = dict(token.attrs)
         if token.tag == "meta" and (values.get("http-equiv") or "").lower() == "content-language":
             return {"content": target}
         names = [name for name in ("lang", "xml:lang") if name in values]
+        stated = (values.get("dir") or "").strip().lower()
         if token.tag == "html":
-            return dict.fromkeys(names or ["lang"], target)
-        return {name: target for name in names if languages.names_source(values[name])}
+            declared: dict[str, str] = dict.fromkeys(names or ["lang"], target)
+            if stated != "auto" and (languages.direction == "rtl" or stated):
+                declared["dir"] = languages.direction
+            return declared
+        other = any(values[name] and not languages.names_source(values[name]) for name in names)
+        given: dict[str, str] = {
+            name: target for name in names if languages.names_source(values[name])
+        }
+        if languages.turns and stated == source_direction and not other:
+            given["dir"] = languages.direction
+        return given
 
     return attributes
 

@@ -10,9 +10,17 @@ breaks, fields, images, tracked changes) gets the translation in its first text,
 text's formatting. A text box's paragraphs are texts of their own.
 
 The translation declares its language (``server.documents.languages``): a Word ``w:lang`` (in
-the parts translated and in styles.xml, whose ``docDefaults`` declares the document's) or a
-DrawingML ``lang``/``altLang`` (slides and notes) that named the source names the target, as
-``fr-FR``: Word's proofing languages are locales, and it writes and expects that form.
+the parts translated and in styles.xml, whose ``docDefaults`` declares the document's) and
+settings.xml's ``w:themeFontLang``, or a DrawingML ``lang``/``altLang`` (slides, notes, slide
+masters and layouts) that named the source names the target, as ``fr-FR``: Word's proofing
+languages are locales, and it writes and expects that form. presentation.xml's default text
+style declares the presentation's language. Parts that hold no text translated are written
+again only where a tag changed.
+
+Where the direction turns (``Languages.turns``: English into Arabic, Arabic into English), each
+translated paragraph states the target's explicitly, whatever its style says: Word's
+paragraph ``w:bidi`` and run ``w:rtl`` (on, or ``w:val="0"``), placed in the schema's order;
+DrawingML's paragraph ``rtl="1"`` or ``"0"``.
 """
 
 from __future__ import annotations
@@ -31,9 +39,17 @@ from .packages import open_package, parse_xml, read_member, rewrite_package, xml
 XML_SPACE = "{http://www.w3.org/XML/1998/namespace}space"
 W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
 A = "http://schemas.openxmlformats.org/drawingml/2006/main"
+P = "http://schemas.openxmlformats.org/presentationml/2006/main"
 # Word's language per class of script, and what follows ``w:lang`` in a run's properties
 WORD_LANGUAGES = {"western": f"{{{W}}}val", "asian": f"{{{W}}}eastAsia", "complex": f"{{{W}}}bidi"}
 AFTER_LANG = {f"{{{W}}}{n}" for n in ("eastAsianLayout", "specVanish", "oMath", "rPrChange")}
+# What follows ``w:bidi`` in a paragraph's properties and ``w:rtl`` in a run's (Word refuses
+# properties out of the schema's order)
+AFTER_BIDI = {f"{{{W}}}{n}" for n in (
+    "adjustRightInd", "snapToGrid", "spacing", "ind", "contextualSpacing", "mirrorIndents",
+    "suppressOverlap", "jc", "textDirection", "textAlignment", "textboxTightWrap", "outlineLvl",
+    "divId", "cnfStyle", "rPr", "sectPr", "pPrChange")}  # fmt: skip
+AFTER_RTL = {f"{{{W}}}{n}" for n in ("cs", "em", "lang")} | AFTER_LANG
 
 
 @dataclass(frozen=True)
@@ -46,39 +62,85 @@ class Dialect:
     link: str | None  # the element that holds a hyperlink's runs (Word), if any
     marks: frozenset[str]  # paragraph children dropped when it is written again (proofing)
     not_formatting: frozenset[str]  # run properties (children or attributes) no reader sees
-    styles: str | None  # the part of styles that declares the document's language, if any
+    declaring: re.Pattern[str]  # parts with no text translated that declare languages
     declare: Callable[[ET.Element, Languages], None]  # a part's language tags -> the target
+    direct: Callable[[ET.Element, bool], None]  # a paragraph written right to left, or not
 
     def tag(self, name: str) -> str:
         return f"{{{self.ns}}}{name}"
 
 
 def word_languages(root: ET.Element, languages: Languages) -> None:
-    """Each ``w:lang`` retagged (``languages.retagged``); the one of styles.xml's
-    ``docDefaults`` declares the document's language, and is added where it is missing."""
+    """Each ``w:lang`` and ``w:themeFontLang`` retagged (``languages.retagged``); the
+    ``w:lang`` of styles.xml's ``docDefaults`` declares the document's language, and is added
+    where it is missing; settings.xml's ``w:themeFontLang`` declares it too."""
     defaults = root.find(f"{{{W}}}docDefaults/{{{W}}}rPrDefault/{{{W}}}rPr")
     declared = None if defaults is None else defaults.find(f"{{{W}}}lang")
     if defaults is not None and declared is None:
         declared = ET.Element(f"{{{W}}}lang")
-        after = [k for k, child in enumerate(defaults) if child.tag in AFTER_LANG]
-        defaults.insert(after[0] if after else len(defaults), declared)  # the schema's order
-    for lang in root.iter(f"{{{W}}}lang"):
+        insert_in_order(defaults, declared, AFTER_LANG)
+    theme = root.find(f"{{{W}}}themeFontLang") if root.tag == f"{{{W}}}settings" else None
+    for lang in [*root.iter(f"{{{W}}}lang"), *([theme] if theme is not None else [])]:
         tags = {
             script: lang.get(name, "") for script, name in WORD_LANGUAGES.items() if lang.get(name)
         }
-        for script, tag in retagged(tags, languages, regional, lang is declared).items():
+        declares = lang is declared or lang is theme
+        for script, tag in retagged(tags, languages, regional, declares).items():
             lang.set(WORD_LANGUAGES[script], tag)
+
+
+def word_direction(paragraph: ET.Element, rtl: bool) -> None:
+    """The paragraph's ``w:bidi`` and its runs' ``w:rtl`` stating ``rtl``."""
+    set_flag(child_at_start(paragraph, f"{{{W}}}pPr"), f"{{{W}}}bidi", rtl, AFTER_BIDI)
+    for run in paragraph.iter(f"{{{W}}}r"):
+        set_flag(child_at_start(run, f"{{{W}}}rPr"), f"{{{W}}}rtl", rtl, AFTER_RTL)
+
+
+def set_flag(props: ET.Element, tag: str, on: bool, after: set[str]) -> None:
+    """A Word on/off property (``<w:bidi/>``: on; ``w:val="0"``: off) set, placed before the
+    properties the schema puts ``after`` it where it is added."""
+    flag = props.find(tag)
+    if flag is None:
+        flag = ET.Element(tag)
+        insert_in_order(props, flag, after)
+    flag.attrib.pop(f"{{{W}}}val", None)
+    if not on:
+        flag.set(f"{{{W}}}val", "0")
+
+
+def insert_in_order(parent: ET.Element, child: ET.Element, after: set[str]) -> None:
+    """``child`` inserted before the first of ``parent``'s children the schema puts after it."""
+    later = [k for k, element in enumerate(parent) if element.tag in after]
+    parent.insert(later[0] if later else len(parent), child)
+
+
+def child_at_start(parent: ET.Element, tag: str) -> ET.Element:
+    """``parent``'s ``tag`` child, added as its first where it has none (paragraph and run
+    properties come first)."""
+    found = parent.find(tag)
+    if found is None:
+        found = ET.Element(tag)
+        parent.insert(0, found)
+    return found
 
 
 def drawing_languages(root: ET.Element, languages: Languages) -> None:
     """Each DrawingML ``lang`` and ``altLang`` (of runs, paragraph ends and defaults) that
-    names the source, retagged."""
+    names the source, retagged; presentation.xml's default text style (``a:defPPr``) declares
+    the presentation's language."""
     target = regional(languages.target)
     for props in root.iter():
         if props.tag.startswith(f"{{{A}}}"):
             for name in ("lang", "altLang"):
                 if languages.names_source(props.get(name)):
                     props.set(name, target)
+    declared = root.find(f"{{{P}}}defaultTextStyle/{{{A}}}defPPr/{{{A}}}defRPr")
+    if declared is not None:
+        declared.set("lang", target)
+
+
+def drawing_direction(paragraph: ET.Element, rtl: bool) -> None:
+    child_at_start(paragraph, f"{{{A}}}pPr").set("rtl", "1" if rtl else "0")
 
 
 WORD = Dialect(
@@ -90,8 +152,9 @@ WORD = Dialect(
     link="hyperlink",
     marks=frozenset({"proofErr"}),
     not_formatting=frozenset({"lang", "noProof", "rtl", "cs"}),
-    styles="word/styles.xml",
+    declaring=re.compile(r"word/(styles|settings)\.xml"),
     declare=word_languages,
+    direct=word_direction,
 )
 DRAWING = Dialect(  # PowerPoint's text: DrawingML
     ns=A,
@@ -100,8 +163,12 @@ DRAWING = Dialect(  # PowerPoint's text: DrawingML
     link=None,  # a DrawingML link is a run property (hlinkClick)
     marks=frozenset(),
     not_formatting=frozenset({"lang", "altLang", "dirty", "err", "noProof", "smtClean"}),
-    styles=None,  # a presentation's defaults live in its masters: not rewritten
+    declaring=re.compile(
+        r"ppt/(presentation|slideMasters/slideMaster\d+|slideLayouts/slideLayout\d+"
+        r"|notesMasters/notesMaster\d+)\.xml"
+    ),
     declare=drawing_languages,
+    direct=drawing_direction,
 )
 WORD_PARTS = re.compile(r"word/(document|header\d*|footer\d*|footnotes|endnotes)\.xml")
 SLIDE_PARTS = re.compile(r"ppt/(slides/slide|notesSlides/notesSlide)\d+\.xml")
@@ -129,10 +196,11 @@ def office_document(
         paragraphs = [Paragraph(p, texts, dialect) for p in root.iter(dialect.tag("p"))]
         read.append((name, root, namespaces, [p for p in paragraphs if p.slot >= 0]))
     characters = sum(len(texts[p.slot]) for *_, ps in read for p in ps)
-    styles = None  # no text, only the document's language: rewritten for that alone
-    if dialect.styles is not None and dialect.styles in package.namelist():
-        name = dialect.styles
-        styles = (name, *parse_xml(read_member(package, name, kind), name, kind))
+    declaring = [  # no text, only languages: rewritten for those alone
+        (name, *parse_xml(read_member(package, name, kind), name, kind))
+        for name in package.namelist()
+        if dialect.declaring.fullmatch(name)
+    ]
 
     def rebuild(translations: list[str], languages: Languages | None) -> bytes:
         if len(translations) != len(texts):
@@ -141,13 +209,15 @@ def office_document(
         for name, root, namespaces, paragraphs in read:
             for paragraph in paragraphs:
                 paragraph.write(translations)
+                if languages is not None and languages.turns:
+                    dialect.direct(paragraph.paragraph, languages.direction == "rtl")
             if languages is not None:
                 dialect.declare(root, languages)
             replaced[name] = xml_bytes(root, namespaces)
-        if styles is not None and languages is not None:
-            name, root, namespaces = styles
+        for name, root, namespaces in declaring:
             before = xml_bytes(root, namespaces)
-            dialect.declare(root, languages)
+            if languages is not None:
+                dialect.declare(root, languages)
             if (after := xml_bytes(root, namespaces)) != before:  # else kept byte for byte
                 replaced[name] = after
         return rewrite_package(package, replaced)

@@ -11,7 +11,10 @@ frame's paragraphs are texts of their own.
 The translation declares its language (``server.documents.languages``): each language and
 country of a style's text properties (western ``fo:``, ``-asian``, ``-complex``) in
 ``content.xml`` and ``styles.xml`` that named the source names the target (a default style
-declares the document's), and so does ``meta.xml``'s ``dc:language``.
+declares the document's), and so does ``meta.xml``'s ``dc:language``. Where the direction
+turns (``Languages.turns``), every paragraph style (default, common and automatic; those of
+presentation objects and shapes too) states the target's writing mode, ``rl-tb`` or ``lr-tb``,
+whatever it inherited.
 """
 
 from __future__ import annotations
@@ -34,6 +37,11 @@ LANGUAGES = {
     "asian": (f"{{{STYLE}}}language-asian", f"{{{STYLE}}}country-asian"),
     "complex": (f"{{{STYLE}}}language-complex", f"{{{STYLE}}}country-complex"),
 }
+# the families of styles whose paragraph properties lay out text (paragraphs; presentation
+# objects' and shapes' text), and what a style's paragraph properties come before
+TEXT_FAMILIES = {"paragraph", "presentation", "graphic"}
+PARAGRAPH_PROPERTIES = f"{{{STYLE}}}paragraph-properties"
+AFTER_PARAGRAPH = {f"{{{STYLE}}}text-properties", f"{{{STYLE}}}table-cell-properties"}
 PARAGRAPHS = {f"{{{TEXT}}}p", f"{{{TEXT}}}h"}
 STYLED = {f"{{{TEXT}}}span", f"{{{TEXT}}}a"}  # placed on their words
 SPACE = f"{{{TEXT}}}s"  # ``text:c`` spaces
@@ -71,9 +79,11 @@ def opendocument(data: bytes, kind: str) -> Document:
             paragraph.write(translations)
         replaced = {}
         if languages is not None:
-            style_languages(root, languages)
+            for part in [root] + ([styles[0]] if styles is not None else []):
+                style_languages(part, languages)
+                if languages.turns:
+                    writing_mode(part, "rl-tb" if languages.direction == "rtl" else "lr-tb")
             if styles is not None:
-                style_languages(styles[0], languages)
                 replaced[STYLES] = xml_bytes(*styles)
             if meta is not None:
                 replaced[META] = with_dc_language(meta, languages, regional).encode("utf-8")
@@ -104,6 +114,25 @@ def style_languages(root: ET.Element, languages: Languages) -> None:
                 props.attrib.pop(country, None)
             else:
                 props.set(country, region)
+
+
+def writing_mode(root: ET.Element, mode: str) -> None:
+    """Every style of a family that lays out text writing in ``mode``: its paragraph
+    properties' ``style:writing-mode``, the properties added where it has none."""
+    family = f"{{{STYLE}}}family"
+    styles = [
+        style
+        for tag in (f"{{{STYLE}}}style", f"{{{STYLE}}}default-style")
+        for style in root.iter(tag)
+        if style.get(family) in TEXT_FAMILIES
+    ]
+    for style in styles:
+        props = style.find(PARAGRAPH_PROPERTIES)
+        if props is None:
+            props = ET.Element(PARAGRAPH_PROPERTIES)
+            later = [k for k, child in enumerate(style) if child.tag in AFTER_PARAGRAPH]
+            style.insert(later[0] if later else len(style), props)
+        props.set(f"{{{STYLE}}}writing-mode", mode)
 
 
 class OdfParagraph:
