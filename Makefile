@@ -12,7 +12,7 @@ PORT ?= 8000
 BUNDLES ?=
 
 .PHONY: serve serve-cluster cluster-status cluster-stop test test-fast lint format install-serve install-all install-browser \
-	install-gettext install-promtool \
+	install-gettext install-promtool install-podman image-check \
 	corpus tokenizer default-model clean
 
 $(PY):
@@ -63,6 +63,17 @@ install-gettext:
 install-promtool:
 	$(call apt-tool,promtool,prometheus,alert rule and dashboard tests)
 
+# The container check builds and runs the images on podman (Debian's, with runc; debootstrap
+# builds the Python base image where no registry is reachable) when no Docker daemon answers.
+install-podman:
+	$(call apt-tool,podman,podman runc debootstrap,container image check)
+
+# The images built and run on a real engine, step by step (scripts/image_check.py, docs/deploy.md):
+# docker if its daemon answers, else podman. STEPS=server: the server image only (as in CI).
+STEPS ?= all
+image-check: $(VENV)/.all-installed
+	$(PY) -m scripts.image_check --steps $(STEPS)
+
 serve: $(VENV)/.serve-installed
 	$(PY) -m server --host $(HOST) --port $(PORT) $(BUNDLES)
 
@@ -92,7 +103,7 @@ define pytest
 endef
 
 # Every tier: unit, integration (servers, browsers, engines) and slow (model trainings).
-test: lint install-browser install-gettext install-promtool
+test: lint install-browser install-gettext install-promtool install-podman
 	$(call pytest,)
 
 # The unit tier only (tests that are neither `integration` nor `slow`): a quick check while
