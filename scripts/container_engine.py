@@ -139,7 +139,7 @@ def ensure_base_image(engine: Engine, workdir: Path) -> str:
             "(needs debootstrap, as root)"
         )
     build_stand_in(engine, workdir)
-    return f"no registry ({tail(pull, 1)[:80]}...): built from Debian"
+    return f"cannot be pulled ({tail(pull, 1)[-60:]}): built from Debian"
 
 
 def build_stand_in(engine: Engine, workdir: Path) -> None:

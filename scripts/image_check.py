@@ -135,10 +135,13 @@ def step_loadtest(check: Check) -> str:
         "run", "--rm", "--network", f"container:{CONTAINER}", *flags, LOADTEST_IMAGE,
         timeout=180, check=False,
     )  # fmt: skip
-    total = re.search(r"Aggregated\s+(\d+)\s+(\d+)", run.stdout + run.stderr)
-    if run.returncode != 0 or total is None or int(total.group(1)) == 0:
+    # locust prints its table every few seconds: the last one is the whole run's (the
+    # percentiles' table has an Aggregated line too, without the failures' "(N%)")
+    totals = re.findall(r"Aggregated\s+(\d+)\s+(\d+)\(", run.stdout + run.stderr)
+    total = totals[-1] if totals else ("0", "0")
+    if run.returncode != 0 or int(total[0]) == 0:
         raise RuntimeError(f"locust exited {run.returncode}:\n{run.stdout[-1500:]}{run.stderr}")
-    return f"{built}; locust 5 s headless: {total.group(1)} requests, {total.group(2)} failed"
+    return f"{built}; locust 5 s headless: {total[0]} requests, {total[1]} failed"
 
 
 def step_stop(check: Check) -> str:

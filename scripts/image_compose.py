@@ -67,7 +67,8 @@ def compose_up_down(engine: Engine, image: str, expected: list[dict[str, Any]]) 
             services.append(service)
         else:
             left_out.append(service)
-    version = run("version").stdout.strip().splitlines()[-1]
+    listing = run("version").stdout.splitlines()  # podman-compose adds podman's version
+    version = next((v for v in listing if "compose" in v.lower()), listing[0]).strip()
     try:
         started = time.monotonic()
         run("up", "-d", *services)
