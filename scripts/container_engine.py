@@ -1,13 +1,13 @@
 """The container engine `make image-check` drives, and the base image the Dockerfile names.
 
 Docker when its daemon answers (Docker >= 25), else podman (>= 4.3) with the settings Debian's
-podman needs where it runs as root without systemd (../shared/containers.md): the runc runtime
-and no default ulimits, in a containers.conf of our own that CONTAINERS_CONF points at, so the
-machine's own podman configuration is left alone. Every command runs niced.
+podman needs as root without systemd (docs/deploy.md, "What each engine needs"): the runc
+runtime and no default ulimits, in a containers.conf of our own that CONTAINERS_CONF points
+at, so the machine's own podman configuration is left alone. Every command runs niced.
 
 Where no image registry is reachable, `python:3.11-slim-bookworm` is built from Debian
-(debootstrap, then Debian's python3.11), tagged with that name and kept: a later check finds
-it and reuses it. Its pip trusts the CA bundle the host's pip is configured with (pip reaches
+(one debootstrap with Python 3.11, imported), tagged with that name and kept: a later check
+finds it and reuses it. Its pip trusts the CA bundle the host's pip is configured with (pip reaches
 PyPI through a TLS-intercepting proxy on some machines).
 """
 
