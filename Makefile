@@ -12,7 +12,7 @@ PORT ?= 8000
 BUNDLES ?=
 
 .PHONY: serve serve-cluster cluster-status cluster-stop test test-fast lint format install-serve install-all install-browser \
-	install-gettext install-promtool install-libreoffice \
+	install-gettext install-promtool install-libreoffice install-podman image-check \
 	corpus tokenizer default-model clean
 
 $(PY):
@@ -67,6 +67,18 @@ install-libreoffice:
 # against a real Prometheus scraping a real server (Debian's prometheus package has both).
 install-promtool:
 	$(call apt-tool,promtool,prometheus,alert rule and dashboard tests)
+
+# The container check builds and runs the images on podman (Debian's, with runc; debootstrap
+# builds the Python base image where no registry is reachable) when no Docker daemon answers.
+install-podman:
+	$(call apt-tool,podman,podman runc debootstrap,container image check)
+
+# The images built and run on a real engine, step by step (scripts/image_check.py, docs/deploy.md):
+# docker if its daemon answers, else podman. STEPS=server: the server image only (what the
+# test suite runs where an engine is installed; `make test` does not install one: see docs/deploy.md).
+STEPS ?= all
+image-check: $(VENV)/.all-installed
+	$(PY) -m scripts.image_check --steps $(STEPS)
 
 serve: $(VENV)/.serve-installed
 	$(PY) -m server --host $(HOST) --port $(PORT) $(BUNDLES)
