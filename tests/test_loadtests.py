@@ -184,19 +184,20 @@ def test_fair_share_benchmark_quick(tmp_path):
     _png(out / "fair_share.png")
 
 
-def test_lanes_benchmark_counts_both_translators(tmp_path):
-    """One translator against the express lane's pair, each in its own process on the default
-    model: the pair's budget bytes are exactly twice, and every figure was measured."""
+def test_lanes_benchmark_counts_the_engine_and_its_twin(tmp_path):
+    """One translator against the engine with its bulk twin open, each in its own process on
+    the default model: the twin's budget bytes are exactly the engine's, and every figure was
+    measured."""
     from loadtests import bench_lanes
 
     out = tmp_path / "lanes"
     result = bench_lanes.main(["--rounds", "1", "--routes", "en-es,en-fr", "--out", str(out)])
     rows = json.loads((out / "lanes.json").read_text())["rows"]
-    assert [r["way"] for r in rows] == ["one translator", "pair"]
-    one, pair = rows
-    assert pair["budget_mib"] == pytest.approx(2 * one["budget_mib"])
+    assert [r["way"] for r in rows] == ["one translator", "twin"]
+    one, twin = rows
+    assert twin["budget_mib"] == pytest.approx(2 * one["budget_mib"])
     assert all(r["resident_mib"] > 0 and r["cold_load_ms"] > 0 for r in rows), rows
-    assert result["pair_over_one"]["budget_mib"] == pytest.approx(2.0)
+    assert result["twin_over_one"]["budget_mib"] == pytest.approx(2.0)
     with open(out / "lanes.csv") as f:
         assert len(list(csv.DictReader(f))) == 2
 
@@ -442,8 +443,9 @@ def test_pivot_benchmark_quick(tmp_path):
 
 
 def test_memory_benchmark_splits_a_servers_memory(tmp_path):
-    """Two configurations on the default model, every route served once each: the express
-    pair's engines count exactly twice one translator's, and the split adds up."""
+    """Two configurations on the default model, every route served once each: one request a
+    route opens no bulk twin, so the default's engines count exactly as one translator's
+    (``LSMT_BULK_NICE=0``), and the split adds up."""
     from loadtests import bench_memory
 
     out = tmp_path / "memory"
@@ -454,8 +456,8 @@ def test_memory_benchmark_splits_a_servers_memory(tmp_path):
     for r in rows.values():
         assert r["engines"] == r["routes"] > 0  # every route's engine loaded
         assert r["after_mib"] == pytest.approx(r["idle_mib"] + r["engines_mib"] + r["rest_mib"])
-    pair, one = rows["default"]["engines_mib"], rows["one-translator"]["engines_mib"]
-    assert pair == pytest.approx(2 * one)
+    default, one = rows["default"]["engines_mib"], rows["one-translator"]["engines_mib"]
+    assert default == pytest.approx(one)
     with open(out / "memory.csv") as f:
         assert len(list(csv.DictReader(f))) == 2
     _png(out / "memory.png")
