@@ -304,6 +304,29 @@ def test_locust_libretranslate_mode_at_a_fixed_rate(quick_models, small_corpus, 
     assert stats["requests_per_s"] <= 2.5  # 2 users x 1 request/s, not as fast as possible
 
 
+def test_peer_stepped_mode_against_lsmt_alone(tmp_path):
+    """``loadtests.peer --stepped`` (issue 49) against LSMT only (LibreTranslate is not
+    installed here): page traffic of one to three sentences, users stepped, the requests/s
+    held at the p95 target, JSON, CSV and plot saved."""
+    from loadtests import peer
+
+    out = tmp_path / "stepped"
+    args = ["--stepped", "--peers", "lsmt", "--routes", "en-es,es-en", "--no-engine-cache",
+            "--step-users", "1,2", "--step-duration", "8s", "--p95-target-ms", "60000",
+            "--out", str(out)]  # fmt: skip
+    result = peer.main(args)
+    steps = result["lsmt"]["steps"]
+    assert [s["users"] for s in steps] == [1, 2]  # within the target: every step ran
+    for step in steps:
+        assert set(step["by_name"]) == {"translate page"}, step["by_name"]
+        assert step["requests"] > 0 and step["failures"] == 0, step
+    assert result["lsmt"]["held_rps"] == max(s["requests_per_s"] for s in steps)
+    assert "libretranslate" not in result
+    with open(out / "stepped.csv") as f:
+        assert [r["server"] for r in csv.DictReader(f)] == ["lsmt", "lsmt"]
+    _png(out / "stepped.png")
+
+
 def test_traffic_comes_from_ntrex_when_no_corpus_was_built(small_corpus, tmp_path):
     """A fresh clone has no corpus: the load runs' traffic falls back to the committed NTREX
     sentences (within the length cap), and a built corpus's split is used when there is one."""
