@@ -155,7 +155,7 @@ def test_a_one_sentence_request_is_not_held_behind_documents(make_server, slow, 
 
 
 @pytest.mark.integration
-def test_the_express_lane_runs_a_short_request_in_a_small_batch(make_server):
+def test_the_express_lane_runs_a_short_request_in_a_small_batch(make_server, tmp_path):
     """Documents keep both bulk slots busy; a one-sentence request sent among them runs at
     once in an express batch of its own size beside them, on the engine (not on its bulk
     twin, which the overlap asks for: server/bulk_twin.py), and is answered before any
@@ -186,6 +186,10 @@ def test_the_express_lane_runs_a_short_request_in_a_small_batch(make_server):
     srv = make_server(
         loader=recording(default_loader, "engine"),
         twin_loader=recording(bulk_twin_loader, "twin"),
+        # the twin opens from the engine cache, as the engine's load left it: not assembled
+        # again beside the short request
+        engine_cache_dir=tmp_path / "engines",
+        engine_cache_fill=False,
         inter_threads=2,
         express_batch_size=1,
         max_batch_size=8,
