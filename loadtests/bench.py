@@ -509,7 +509,6 @@ def _server_env(args, route) -> dict[str, str]:
 def bench_server(models, mode: Mode, args, route, log) -> dict:
     from server.bundles import load_served_bundle
     from server.engine_loader import default_loader
-    from server.express import lane_translator
     from server.settings import Settings
     from server.text import sentences_of, split_text
 
@@ -520,8 +519,7 @@ def bench_server(models, mode: Mode, args, route, log) -> dict:
     # The server's own splitting and tokenizing, so both sides translate the same pieces.
     pieces = [served.encode(s, route) for t in texts for s in sentences_of(split_text(t, src))]
     settings = Settings(device=args.device)
-    engine, _ = default_loader(served.bundle, route, settings)
-    translator = lane_translator(engine, express=False)  # the direct calls are bulk batches
+    translator, _ = default_loader(served.bundle, route, settings)
     positions, length = served.max_source_positions, mode.server_length
     guards = {
         "repetition_penalty": settings.repetition_penalty,

@@ -1,9 +1,9 @@
 """Fair share under mixed load: one-sentence requests alone and beside heavy clients, with
 the batches filled in arrival order (``fifo``), round-robin across clients (``fair``), or
 round-robin with an express lane for short requests (``LSMT_EXPRESS_BATCH_SIZE``,
-``--express``): as the server runs it on a CPU, the lane on a translator of its own beside the
-bulk slots' niced one (``express``, ``LSMT_BULK_NICE``, server/express.py), or one translator
-with a worker more (``express-shared``, ``LSMT_BULK_NICE=0``).
+``--express``): as the server runs it on a CPU, the documents' batches on a niced bulk twin
+opened while they overlap short requests (``express``, ``LSMT_BULK_NICE``, server/bulk_twin.py),
+or one translator with a worker more for everything (``express-shared``, ``LSMT_BULK_NICE=0``).
 
     python -m loadtests.bench_fair [--bundle models/default] [--route en-es] [--heavy 8]
                                    [--small 20] [--rounds 2] [--express 1] [--small-rate R]

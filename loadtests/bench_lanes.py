@@ -1,14 +1,16 @@
-"""What the express lane's own translator costs on the CPU (server/express.py): an engine as
-one translator (``LSMT_BULK_NICE=0``) against the pair (the default), on a real bundle.
+"""What a bulk twin costs on the CPU while it is open (server/bulk_twin.py): an engine alone
+(what a route holds without documents beside short requests) against the engine and its
+niced twin (what it holds while both overlap), on a real bundle.
 
     python -m loadtests.bench_lanes [--bundle models/default] [--routes en-es,en-fr,en-it,en-ru]
                                     [--rounds 4] [--out runs/bench_lanes]
 
 Per round, both ways in turn (the order alternating), a fresh process opens the routes'
-engines with the server's loader (``server.engine_loader.default_loader``, no engine cache, so each
-is assembled as on a cold start) and reports the resident memory they added (``/proc``), the
-bytes the device budget counts, and each cold load's time. Printed and saved (JSON, CSV): the
-medians per way and pair / one translator.
+engines with the server's loaders (``server.engine_loader.default_loader`` and, the second
+way, ``bulk_twin_loader``; no engine cache, so each is assembled as on a cold start) and
+reports the resident memory they added (``/proc``), the bytes the device budget counts, and
+each cold load's time (the twin's included). Printed and saved (JSON, CSV): the medians per
+way and twin / one translator.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from lsmt_core.routes import Route, parse_route
 from .results import write_results
 from .server_process import ROOT
 
-WAYS = {"one translator": 0, "pair": 10}  # LSMT_BULK_NICE
+WAYS = {"one translator": 0, "twin": 1}  # whether the bulk twin opens too
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -45,24 +47,26 @@ def resident_mib() -> float:
     return pages * 4096 / 2**20
 
 
-def measure(bundle: Path, routes: list[Route], bulk_nice: int) -> dict:
-    """In this process: the routes' engines opened and held; what they added."""
+def measure(bundle: Path, routes: list[Route], twin: int) -> dict:
+    """In this process: the routes' engines (and with ``twin`` their bulk twins) opened and
+    held; what they added."""
     from server.bundles import load_served_bundle
-    from server.engine_loader import default_loader
+    from server.engine_loader import bulk_twin_loader, default_loader
     from server.settings import Settings
 
     served = load_served_bundle(bundle)
-    settings = Settings(device="cpu", bulk_nice=bulk_nice)
+    settings = Settings(device="cpu")
     warm, _ = default_loader(served.bundle, routes[0], settings)  # imports, first allocations
     warm.unload_model()
     del warm
     before, held, loads, budget = resident_mib(), [], [], 0
     for route in routes:
         t0 = time.perf_counter()
-        engine, nbytes = default_loader(served.bundle, route, settings)
+        for loader in (default_loader, bulk_twin_loader)[: 1 + twin]:
+            engine, nbytes = loader(served.bundle, route, settings)
+            held.append(engine)
+            budget += nbytes
         loads.append(time.perf_counter() - t0)
-        held.append(engine)
-        budget += nbytes
     return {
         "resident_mib": resident_mib() - before,
         "budget_mib": budget / 2**20,
@@ -89,12 +93,12 @@ def main(argv: list[str] | None = None) -> dict:
               if k not in ("round", "way")}
         for way in WAYS
     }  # fmt: skip
-    ratios = {k: med["pair"][k] / med["one translator"][k] for k in med["pair"]}
+    ratios = {k: med["twin"][k] / med["one translator"][k] for k in med["twin"]}
     result = {"settings": {k: str(v) for k, v in vars(args).items()}, "medians": med,
-              "pair_over_one": ratios, "rows": rows}  # fmt: skip
+              "twin_over_one": ratios, "rows": rows}  # fmt: skip
     write_results(args.out, result, rows, name="lanes")
     for k, v in ratios.items():
-        print(f"{k}: pair {med['pair'][k]:.1f} / one {med['one translator'][k]:.1f} = {v:.2f}x")
+        print(f"{k}: twin {med['twin'][k]:.1f} / one {med['one translator'][k]:.1f} = {v:.2f}x")
     print(f"-> {args.out}")
     return result
 

@@ -5,9 +5,10 @@ into the idle process, the engines (the bytes the device budget counts) and the 
     python -m loadtests.bench_memory [--bundle models/default] [--rounds 2]
         [--configs default,one-translator,arena-2,one-translator+arena-2] [--out runs/bench_memory]
 
-Configurations (environment of the server): ``default``; ``one-translator``
-(``LSMT_BULK_NICE=0``: an engine is one CTranslate2 translator, not the express lane's pair,
-server/express.py); ``arena-2`` (``MALLOC_ARENA_MAX=2``: glibc's arenas bounded);
+Configurations (environment of the server): ``default`` (an engine is one CTranslate2
+translator; a route opens a niced bulk twin only while documents and short requests overlap,
+server/bulk_twin.py, which one request per route never does); ``one-translator``
+(``LSMT_BULK_NICE=0``: never a twin); ``arena-2 (``MALLOC_ARENA_MAX=2``: glibc's arenas bounded);
 ``one-translator+arena-2``. Rounds rotate the order. Memory only: the figures do not depend on
 what else runs on the machine, unlike timings. Printed and saved: ``memory.json``,
 ``memory.csv`` (a row per configuration and round) and ``memory.png``.

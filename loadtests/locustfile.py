@@ -26,6 +26,8 @@ Self-contained (the compose ``loadtest`` image holds only this file). Environmen
 - ``LSMT_LOCUST_MODE=libretranslate``: only LibreTranslate's ``POST /translate`` (a sentence,
   weight 3; a short paragraph, 1), which LSMT and LibreTranslate both answer: the traffic of
   ``python -m loadtests.peer``; routes come from ``LSMT_LOCUST_ROUTES``;
+- ``LSMT_LOCUST_MODE=page``: only ``POST /translate`` of one to three sentences (as many
+  requests of each), the traffic of a busy web page: ``python -m loadtests.peer --stepped``;
 - ``LSMT_LOCUST_THROUGHPUT``: requests per second per user (locust's
   ``constant_throughput``): users x this = a fixed offered rate.
 """
@@ -71,6 +73,7 @@ ZIPF = float(os.environ.get("LSMT_LOCUST_ZIPF", "1.0"))
 AUTO_SHARE = float(os.environ.get("LSMT_LOCUST_AUTO", "0.1"))
 BEAM = os.environ.get("LSMT_LOCUST_BEAM")
 LIBRETRANSLATE_ONLY = os.environ.get("LSMT_LOCUST_MODE") == "libretranslate"
+PAGE_ONLY = os.environ.get("LSMT_LOCUST_MODE") == "page"
 THROUGHPUT = os.environ.get("LSMT_LOCUST_THROUGHPUT")
 HEADERS = {"X-API-Key": os.environ["LSMT_API_KEY"]} if os.environ.get("LSMT_API_KEY") else {}
 
@@ -147,6 +150,8 @@ class Translator(FastHttpUser):
     def on_start(self) -> None:
         if LIBRETRANSLATE_ONLY:  # the tasks both servers answer (LibreTranslateTraffic)
             self.tasks = [LibreTranslateTraffic.sentence] * 3 + [LibreTranslateTraffic.paragraph]
+        elif PAGE_ONLY:
+            self.tasks = [LibreTranslateTraffic.page]
 
     @task(6)
     def one_sentence(self) -> None:
@@ -186,3 +191,11 @@ class LibreTranslateTraffic:
         a, b = (_texts(src, 2) * 2)[:2]
         body = {"q": f"{a} {b}", "source": src, "target": tgt, "format": "text"}
         user._post("/translate", body, "translate paragraph")
+
+    @staticmethod
+    def page(user: Translator) -> None:
+        """One to three short sentences in one request: a busy web page's traffic."""
+        _, src, tgt = Traffic.pick()
+        body = {"q": " ".join(_texts(src, random.randint(1, 3))), "source": src, "target": tgt,
+                "format": "text"}  # fmt: skip
+        user._post("/translate", body, "translate page")

@@ -25,6 +25,13 @@ held-out sentences and two-sentence paragraphs, Zipf-popular routes):
 
 Writes ``results.json``, ``results.csv`` (one row per server and measurement) and
 ``peer.png`` (latency at the fixed rate, p95 against throughput in the steps) into ``--out``.
+
+``--stepped`` (issue 49, ``loadtests.peer_steps``): only the throughput at a latency target.
+Every route warmed, then users are added step by step (``--step-users``, default doubling
+from 1 to 128), each sending one to three short sentences per request (``LSMT_LOCUST_MODE=
+page``), until p95 passes ``--p95-target-ms`` (default 300): the requests/s each server held
+at the target, side by side (``stepped.json``, ``stepped.csv``, ``stepped.png``). ``--peers
+lsmt`` measures LSMT alone (no LibreTranslate installed).
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ import sys
 import time
 import venv
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -51,6 +59,7 @@ from .server_process import ROOT, ServiceProcess, free_port, metric_sum
 # which LibreTranslate's argostranslate fork does not install itself
 LIBRETRANSLATE = ["libretranslate==1.9.6", "torch==2.13.0", "spacy==3.8.18"]
 THREADS = {"inter": 2, "intra": 1}
+PEERS = ("lsmt", "libretranslate")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -64,9 +73,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--rate", type=float, default=4.0, help="offered requests/s (fixed rate)")
     p.add_argument("--users", type=int, default=8, help="users sharing the fixed rate")
     p.add_argument("--duration", default="60s")
-    p.add_argument("--p95-target-ms", type=float, default=1000.0)
-    p.add_argument("--step-users", default="1,2,4,8")
+    p.add_argument("--p95-target-ms", type=float, help="default 1000; --stepped: 300")
+    p.add_argument("--step-users", help="default 1,2,4,8; --stepped: 1,2,4,...,128")
     p.add_argument("--step-duration", default="30s")
+    p.add_argument(
+        "--stepped",
+        action="store_true",
+        help="only the throughput at the p95 target under page traffic (loadtests.peer_steps)",
+    )
+    p.add_argument("--peers", default="lsmt,libretranslate", help="the servers measured")
     p.add_argument("--venv", type=Path, default=ROOT / "runs" / "peer-venv")
     p.add_argument(
         "--no-engine-cache",
@@ -83,6 +98,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--out", type=Path, default=ROOT / "runs" / "peer")
     args = p.parse_args(argv)
+    if args.p95_target_ms is None:
+        args.p95_target_ms = 300.0 if args.stepped else 1000.0
+    if args.step_users is None:
+        args.step_users = "1,2,4,8,16,32,64,128" if args.stepped else "1,2,4,8"
+    unknown = set(args.peers.split(",")) - set(PEERS)
+    if unknown or (not args.stepped and args.peers != ",".join(PEERS)):
+        p.error(f"--peers: {','.join(PEERS)}, or one of them with --stepped")
     if args.lsmt_serves == "packages":
         args.engine_cache = False  # a package is its own engine: nothing to build
     return args
@@ -217,14 +239,26 @@ def measure(
         return out
 
 
-def main(argv: list[str] | None = None) -> dict:
+@dataclass
+class Peers:
+    """What a run measures: the routes, their held-out sentences, and how to start and settle
+    each server."""
+
+    routes: list[tuple[str, str]]
+    sentences: dict[str, list[str]]
+    source: str  # where the sentences come from
+    servers: dict[str, tuple[Callable[[], ServiceProcess], Callable[[ServiceProcess], dict]]]
+
+
+def prepare(args: argparse.Namespace) -> Peers:
+    """The traffic file, the Argos packages and LibreTranslate's virtualenv (when it is
+    measured), and the servers to start."""
     from lsmt_bundle import load_bundle
 
-    args = parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     bundle = load_bundle(args.bundle)
     chosen = args.routes.split(",") if args.routes else [f"{s}-{t}" for s, t in bundle.routes]
-    routes = [tuple(r.split("-")) for r in chosen]
+    routes = [(r.split("-")[0], r.split("-")[1]) for r in chosen]
     route_list = ",".join(chosen)
     languages = sorted({lang for r in routes for lang in r})
     sentences, source = traffic_sentences(args.corpus, "test", args.per_language)
@@ -236,22 +270,12 @@ def main(argv: list[str] | None = None) -> dict:
         )
     sentences = {lang: sentences[lang] for lang in languages}
     (args.out / "traffic.json").write_text(json.dumps({"sentences": sentences}) + "\n")
+    peers = args.peers.split(",")
     packages = args.out / "packages"
-    subprocess.run([sys.executable, "-m", "model_export", "argos", str(args.bundle), "--out",
-                    str(packages), "--routes", route_list], check=True, cwd=ROOT)  # fmt: skip
-    python = python_with(args.venv, LIBRETRANSLATE)
-    home = args.out / "libretranslate-home"
-    files = [packages / f"{bundle.name}-{s}_{t}.argosmodel" for s, t in routes]
-    if not (home / "installed").is_file():  # a second run reuses the installed packages
-        install_packages(python, home, files)
-        (home / "installed").write_text(route_list)
-    result: dict = {
-        "command": "python -m loadtests.peer " + " ".join(argv or sys.argv[1:]),
-        "machine": {"processor": platform.processor(), "cpu_count": os.cpu_count()},
-        "routes": [f"{s}-{t}" for s, t in routes],
-        "rate_rps": args.rate,
-        "sentences": source,
-    }
+    if "libretranslate" in peers or args.lsmt_serves == "packages":
+        subprocess.run([sys.executable, "-m", "model_export", "argos", str(args.bundle),
+                        "--out", str(packages), "--routes", route_list],
+                       check=True, cwd=ROOT)  # fmt: skip
     engines = len({bundle.engine_key(route) for route in bundle.routes})
 
     def lsmt_settle(server: ServiceProcess) -> dict:
@@ -261,17 +285,41 @@ def main(argv: list[str] | None = None) -> dict:
 
     cache = args.out / "lsmt-engine-cache" if args.engine_cache else None
     served = packages if args.lsmt_serves == "packages" else args.bundle
-    result["lsmt_serves"] = args.lsmt_serves
-    servers = {
-        "lsmt": (lambda: lsmt_server(served, cache), lsmt_settle),
-        "libretranslate": (
+    servers: dict = {"lsmt": (lambda: lsmt_server(served, cache), lsmt_settle)}
+    if "libretranslate" in peers:
+        python = python_with(args.venv, LIBRETRANSLATE)
+        home = args.out / "libretranslate-home"
+        files = [packages / f"{bundle.name}-{s}_{t}.argosmodel" for s, t in routes]
+        if not (home / "installed").is_file():  # a second run reuses the installed packages
+            install_packages(python, home, files)
+            (home / "installed").write_text(route_list)
+        servers["libretranslate"] = (
             lambda: libretranslate_server(python, home, languages),
             lambda server: {},
-        ),
+        )
+    servers = {name: servers[name] for name in peers}
+    return Peers(routes, sentences, source, servers)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = parse_args(argv)
+    peers = prepare(args)
+    result: dict = {
+        "command": "python -m loadtests.peer " + " ".join(argv or sys.argv[1:]),
+        "machine": {"processor": platform.processor(), "cpu_count": os.cpu_count()},
+        "routes": [f"{s}-{t}" for s, t in peers.routes],
+        "sentences": peers.source,
+        "lsmt_serves": args.lsmt_serves,
     }
-    for name, (start, settle) in servers.items():  # one after the other
+    if args.stepped:
+        from .peer_steps import stepped
+
+        return stepped(args, peers, result)
+    result["rate_rps"] = args.rate
+    for name, (start, settle) in peers.servers.items():  # one after the other
         print(f"measuring {name}", flush=True)
-        result[name] = measure(start, settle, args, routes, sentences, args.out / name)
+        result[name] = measure(start, settle, args, peers.routes, peers.sentences,
+                               args.out / name)  # fmt: skip
     result["agreement"] = agreement(result["lsmt"]["outputs"], result["libretranslate"]["outputs"])
     rows = table(result, args.p95_target_ms)
     write_results(args.out, result, rows)
@@ -282,15 +330,8 @@ def main(argv: list[str] | None = None) -> dict:
     return result
 
 
-PEERS = ("lsmt", "libretranslate")
-
-
 def table(result: dict, target_ms: float) -> list[dict]:
     """The comparison, one row per measurement, both servers side by side."""
-
-    def best_under_target(steps: list[dict]) -> float:
-        ok = [s["requests_per_s"] or 0.0 for s in steps if (s["p95_ms"] or 0) <= target_ms]
-        return max(ok, default=0.0)
 
     measures = {
         "start-up (s)": lambda r: r["startup_s"],
@@ -302,12 +343,20 @@ def table(result: dict, target_ms: float) -> list[dict]:
         "fixed rate: p95 (ms)": lambda r: r["fixed_rate"]["p95_ms"],
         "fixed rate: p99 (ms)": lambda r: r["fixed_rate"]["p99_ms"],
         "fixed rate: failures": lambda r: r["fixed_rate"]["failures"],
-        f"throughput at p95 <= {target_ms:.0f} ms (req/s)": lambda r: best_under_target(r["steps"]),
+        f"throughput at p95 <= {target_ms:.0f} ms (req/s)": lambda r: best_under_target(
+            r["steps"], target_ms
+        ),
     }
     return [
         {"measure": name, **{p: float(get(result[p]) or 0.0) for p in PEERS}}
         for name, get in measures.items()
     ]
+
+
+def best_under_target(steps: list[dict], target_ms: float) -> float:
+    """The most requests a second of a step whose p95 stayed within the target (0: none)."""
+    ok = [s["requests_per_s"] or 0.0 for s in steps if (s["p95_ms"] or 0) <= target_ms]
+    return max(ok, default=0.0)
 
 
 def plot(result: dict, out: Path, target_ms: float) -> None:

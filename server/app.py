@@ -48,7 +48,7 @@ log = logging.getLogger("server")
 def _lifespan(
     state: AppState,
     bundles: list[ServedBundle] | None,
-    loader: Loader | None,
+    loaders: tuple[Loader | None, Loader | None],
     make_decoders: Callable[[AppState], Decoders] | None,
 ) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
     settings = state.settings
@@ -60,7 +60,10 @@ def _lifespan(
         state.executor = ThreadPoolExecutor(32, thread_name_prefix="lsmt-translate")
         stop_counting_cache_errors = count_engine_cache_errors(settings, state.metrics)
         if make_decoders is None:
-            state.registry = EngineRegistry(settings, state.metrics, loader)
+            loader, twin_loader = loaders
+            state.registry = EngineRegistry(
+                settings, state.metrics, loader, twin_loader=twin_loader
+            )
             decoders: Decoders = LocalDecoders(
                 state.registry,
                 settings,
@@ -108,11 +111,13 @@ def create_app(
     settings: Settings | None = None,
     *,
     loader: Loader | None = None,
+    twin_loader: Loader | None = None,
     bundles: list[ServedBundle] | None = None,
     decoders: Callable[[AppState], Decoders] | None = None,
 ) -> FastAPI:
-    """Build the app. ``loader`` replaces the engine loader and ``bundles`` the bundle
-    directories (already opened bundles); both exist for tests and embedding. ``decoders``
+    """Build the app. ``loader`` replaces the engine loader (and ``twin_loader`` the bulk
+    twins', server/bulk_twin.py) and ``bundles`` the bundle directories (already opened
+    bundles); they exist for tests and embedding. ``decoders``
     makes the engines the service decodes on, from the started state (the cluster's ingress:
     ``server.cluster``); without it the engines are this process's, in ``state.registry``."""
     settings = settings or Settings()
@@ -122,7 +127,7 @@ def create_app(
         version="0.1.0",
         description="Multilingual translation with language-specific modules assembled into "
         "CTranslate2 engines on demand. See docs/server.md.",
-        lifespan=_lifespan(state, bundles, loader, decoders),
+        lifespan=_lifespan(state, bundles, (loader, twin_loader), decoders),
     )
     app.state.lsmt = state
     state.metrics.watch_readiness(lambda: not readiness_problems(state))

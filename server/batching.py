@@ -24,9 +24,10 @@ hold at most E sentences, from the jobs with the fewest sentences left first, an
 only light jobs (requests of at most E sentences). The bulk slots take light jobs only when
 no heavy one waits. A one-sentence request beside documents then starts at once on the extra
 worker instead of waiting for a full batch; with no light job waiting the lane is idle and
-the bulk slots keep every core. On the CPU the lane's worker is a translator of its own and the
-bulk slots' threads run niced (``bulk_nice``, server/express.py), so the short batch gets the
-cores first instead of sharing them with the running batches.
+the bulk slots keep every core. On the CPU, while a route has documents (jobs heavier than the
+lane takes) and light jobs at once, the documents' batches run on its bulk twin, a second
+translator with niced threads (server/bulk_twin.py), so the short batch gets the cores first
+instead of sharing them with the running batches.
 
 The queue is bounded (``queue_size`` jobs waiting per engine): ``submit`` raises ``QueueFull``
 at once instead of queueing forever. A job whose request timed out is skipped.
@@ -48,8 +49,7 @@ from lsmt_bundle.ct2 import translate_pieces
 
 from .bundles import ServedRoute
 from .engine_registry import EngineRegistry
-from .engine_slots import EngineUnavailable
-from .express import lane_translator
+from .engine_slots import EngineSlot, EngineUnavailable
 from .metrics import Metrics
 from .settings import Settings
 
@@ -308,6 +308,20 @@ class Batcher:
     def _light_waiting(self) -> bool:
         return any(not j.cancelled and self._is_light(j) for j in self.queue)
 
+    def _is_document(self, job: Job) -> bool:
+        """More sentences than the express lane takes: bulk work (``server.bulk_twin``)."""
+        return len(job.sources) > self.settings.express_batch_size
+
+    def _both_kinds(self, slot: EngineSlot, lane: str, documents: bool) -> bool:
+        """Whether documents and light jobs share the engine as a batch of ``lane`` starts
+        (``documents``: it holds a document's sentences): its bulk twin is wanted."""
+        if documents:
+            return self._busy["express"] > 0 or self._light_waiting()
+        return lane == "express" and (
+            slot.twin.documents > 0
+            or any(not j.cancelled and self._is_document(j) for j in self.queue)
+        )
+
     def _nobody_else_coming(self) -> bool:
         """True when every request inside the server is already queued here: waiting
         could not gather anything, so a lone request is not delayed."""
@@ -368,20 +382,27 @@ class Batcher:
         self, lane: str, items: list[tuple[Job, int]], opts: DecodeOptions, tokens: int, n_jobs: int
     ) -> list[TranslationResult]:
         loop = asyncio.get_running_loop()
-        engine = await self.registry.acquire(self.served_route)
+        slot = await self.registry.acquire(self.served_route)
+        twins = self.registry.twins
+        documents = lane == "bulk" and any(self._is_document(job) for job, _ in items)
+        if self._both_kinds(slot, lane, documents):
+            twins.want(slot)
+        translator = twins.for_documents(slot) if documents else slot.resident()
         try:
             sources = [job.sources[i] for job, i in items]
             t0 = time.perf_counter()
             results = await loop.run_in_executor(
                 self.executor,
                 run_translate_batch,
-                lane_translator(engine.resident(), express=lane == "express"),
+                translator,
                 sources,
                 opts,
                 self.served_route.served.max_source_positions,
             )
         finally:
-            self.registry.release(engine)
+            if documents:
+                twins.documents_done(slot, translator)
+            self.registry.release(slot)
         self.metrics.stage_latency.labels("translate").observe(time.perf_counter() - t0)
         self.metrics.batch_size.observe(len(items))
         self.metrics.batch_tokens.observe(tokens)

@@ -19,6 +19,7 @@
   active batches to reach zero. An engine still busy then (a batch whose request was
   cancelled runs on) is counted in ``lsmt_engine_evicted_busy``: it cannot move to the host,
   and its memory is freed only when that batch ends.
+- On the CPU an engine may have a bulk twin (``server.bulk_twin``), counted in the budget.
 
 All registry state is touched only from the event loop; the blocking work (assembling,
 loading, restoring from host) runs in a thread pool.
@@ -32,8 +33,11 @@ import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from lsmt_bundle.contracts import Engine
+
+from .bulk_twin import BulkTwins
 from .bundles import ServedBundle, ServedRoute
-from .engine_loader import Loader, default_loader
+from .engine_loader import Loader, bulk_twin_loader, default_loader
 from .engine_slots import (
     BudgetExhausted,
     EngineSlot,
@@ -42,7 +46,6 @@ from .engine_slots import (
     engine_info,
     wait_until_idle,
 )
-from .express import RouteEngine
 from .metrics import Metrics
 from .schemas import EngineInfo
 from .settings import Settings
@@ -57,21 +60,25 @@ class EngineRegistry:
         metrics: Metrics,
         loader: Loader | None = None,
         load_executor: ThreadPoolExecutor | None = None,
+        twin_loader: Loader | None = None,
     ) -> None:
+        """``twin_loader`` opens a bulk twin (server/bulk_twin.py): by default
+        ``bulk_twin_loader``, or ``loader`` where that is given (a test's engine)."""
         self.settings = settings
         self.metrics = metrics
         self.loader = loader or default_loader
+        self.twins = BulkTwins(self, twin_loader or loader or bulk_twin_loader)
         self.device = settings.resolved_device
         self.device_budget = settings.resolved_device_budget
         self.host_budget = settings.host_budget_bytes
         metrics.engine_budget_bytes.labels("device").set(self.device_budget)
         metrics.engine_budget_bytes.labels("host").set(self.host_budget)
-        self._executor = load_executor or ThreadPoolExecutor(
+        self.executor = load_executor or ThreadPoolExecutor(
             settings.load_workers, thread_name_prefix="lsmt-load"
         )
         self._own_executor = load_executor is None
         self.slots: dict[str, EngineSlot] = {}
-        self._reserved = 0  # bytes promised to loads in progress
+        self.reserved = 0  # bytes promised to loads in progress
         self._changed = asyncio.Event()  # replaced and set on every state change
         self.load_count = 0  # total successful loads, all keys (tests)
         self._tasks: set[asyncio.Task[None]] = set()
@@ -79,7 +86,7 @@ class EngineRegistry:
     # Accounting ------------------------------------------------------------------------
 
     def tier_bytes(self, state: State) -> int:
-        return sum(slot.nbytes for slot in self.slots.values() if slot.state == state)
+        return sum(slot.resident_bytes for slot in self.slots.values() if slot.state == state)
 
     @property
     def device_bytes(self) -> int:
@@ -95,9 +102,10 @@ class EngineRegistry:
         for tier, state in (("device", State.LOADED), ("host", State.HOST)):
             resident = [slot for slot in self.slots.values() if slot.state == state]
             metrics.engines_loaded.labels(tier).set(len(resident))
-            metrics.engine_bytes.labels(tier).set(sum(slot.nbytes for slot in resident))
+            metrics.engine_bytes.labels(tier).set(sum(slot.resident_bytes for slot in resident))
             for slot in self.slots.values():
                 metrics.engine_resident.labels(slot.key, tier).set(1 if slot.state == state else 0)
+        self.twins.update_gauges()
 
     def _slot(self, served_route: ServedRoute) -> EngineSlot:
         key = served_route.engine_key
@@ -188,6 +196,11 @@ class EngineRegistry:
         slot.last_used = time.monotonic()
         slot.last_used_wall = time.time()
 
+    def changed(self) -> None:
+        """Gauges and waiters told of a change (a bulk twin opened or dropped)."""
+        self.update_gauges()
+        self._notify()
+
     def _notify(self) -> None:
         ev, self._changed = self._changed, asyncio.Event()
         ev.set()
@@ -197,13 +210,14 @@ class EngineRegistry:
             await asyncio.wait_for(self._changed.wait(), timeout)
 
     async def close(self) -> None:
+        await self.twins.close()
         for slot in self.slots.values():
             slot.translator = None
             if slot.state in (State.LOADED, State.HOST):
                 slot.state = State.UNLOADED
         self.update_gauges()
         if self._own_executor:
-            self._executor.shutdown(wait=False, cancel_futures=True)
+            self.executor.shutdown(wait=False, cancel_futures=True)
 
     def failed_engines(self) -> dict[str, str | None]:
         """Key -> error of every engine whose load failed (retried after its backoff)."""
@@ -242,7 +256,7 @@ class EngineRegistry:
 
     async def _load_within_budget(
         self, slot: EngineSlot, prior: State, estimate: int
-    ) -> tuple[RouteEngine, int]:
+    ) -> tuple[Engine, int]:
         """Room for the estimate (reserved while loading), the load, then room for the
         engine's actual size when it came out larger."""
         if prior == State.HOST:
@@ -250,7 +264,7 @@ class EngineRegistry:
             slot.state = State.LOADING
             estimate = slot.nbytes
         await self._make_room(estimate, slot)
-        self._reserved += estimate
+        self.reserved += estimate
         try:
             translator, nbytes = await self._assemble_or_restore(slot, prior)
             nbytes = int(nbytes)
@@ -260,21 +274,21 @@ class EngineRegistry:
                     f"{self.device_budget} bytes (LSMT_DEVICE_BUDGET_BYTES)"
                 )
         except Exception:
-            self._reserved -= estimate
+            self.reserved -= estimate
             raise
-        self._reserved -= estimate
+        self.reserved -= estimate
         if nbytes > estimate:
             await self._make_room(nbytes, slot)
         return translator, nbytes
 
-    async def _assemble_or_restore(self, slot: EngineSlot, prior: State) -> tuple[RouteEngine, int]:
+    async def _assemble_or_restore(self, slot: EngineSlot, prior: State) -> tuple[Engine, int]:
         """(translator, nbytes): moved back from the host tier, or built by the loader."""
         loop = asyncio.get_running_loop()
         if prior == State.HOST and slot.translator is not None:
-            await loop.run_in_executor(self._executor, slot.translator.load_model)
+            await loop.run_in_executor(self.executor, slot.translator.load_model)
             return slot.translator, slot.nbytes
         return await loop.run_in_executor(
-            self._executor, self.loader, slot.served.bundle, slot.route, self.settings
+            self.executor, self.loader, slot.served.bundle, slot.route, self.settings
         )
 
     def _load_postponed(
@@ -314,7 +328,7 @@ class EngineRegistry:
         self,
         slot: EngineSlot,
         fut: asyncio.Future[None],
-        translator: RouteEngine,
+        translator: Engine,
         nbytes: int,
         dt: float,
     ) -> None:
@@ -343,11 +357,13 @@ class EngineRegistry:
         deadline = time.monotonic() + self.settings.request_timeout_s
         drained: list[EngineSlot] = []
         try:
-            while self.device_bytes + self._reserved + need > self.device_budget:
+            while self.device_bytes + self.reserved + need > self.device_budget:
                 loaded = [
                     x for x in self.slots.values() if x.state == State.LOADED and x is not loading
                 ]
                 idle = [x for x in loaded if not x.busy]
+                if self.twins.drop_idle():  # a bulk twin goes before any engine
+                    continue
                 if idle:
                     self._evict(min(idle, key=lambda x: (not x.draining, x.last_used)))
                     continue
@@ -357,6 +373,7 @@ class EngineRegistry:
                         f"device budget of {self.device_budget} bytes is held by engines in "
                         f"use; {need} more bytes needed"
                     )
+                self.twins.drain_busy()
                 if loaded and not any(x.draining for x in loaded):
                     victim = min(loaded, key=lambda x: x.last_used)
                     victim.draining = True
@@ -388,7 +405,7 @@ class EngineRegistry:
         self.update_gauges()
         self._notify()
 
-    def _to_host(self, slot: EngineSlot, translator: RouteEngine) -> bool:
+    def _to_host(self, slot: EngineSlot, translator: Engine) -> bool:
         """CUDA with room in the host tier: park the engine there (dropping the host tier's
         LRU engines past its budget); whether it moved."""
         if not (self.device == "cuda" and self.host_budget > 0 and slot.nbytes <= self.host_budget):
@@ -415,6 +432,7 @@ class EngineRegistry:
         return True
 
     def _drop(self, slot: EngineSlot) -> None:
+        self.twins.drop(slot)
         translator = slot.translator
         slot.translator = None
         slot.state = State.UNLOADED

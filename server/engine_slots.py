@@ -10,10 +10,10 @@ import time
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from lsmt_bundle.contracts import Engine, Resident
 from lsmt_core.routes import Route, route_key
 
 from .bundles import ServedBundle
-from .express import RouteEngine
 from .schemas import EngineInfo
 
 # How long eviction waits for an engine's runtime to count its last batch done (the doc of
@@ -22,7 +22,7 @@ from .schemas import EngineInfo
 SETTLE_S = 0.5
 
 
-def wait_until_idle(translator: RouteEngine, timeout: float = SETTLE_S) -> bool:
+def wait_until_idle(translator: Resident, timeout: float = SETTLE_S) -> bool:
     """Whether the engine's runtime counts no batch in flight (``num_active_batches``),
     waiting up to ``timeout``."""
     deadline = time.monotonic() + timeout
@@ -52,14 +52,13 @@ class EngineUnavailable(Exception):
 @dataclass
 class EngineSlot:
     """An engine key's place in the registry: its state, the engine while resident
-    (``lsmt_bundle.contracts.Engine``, or the express pair), and what its loads and batches
-    did."""
+    (``lsmt_bundle.contracts.Engine``) and its bulk twin, and what its loads and batches did."""
 
     key: str
     served: ServedBundle
     route: Route  # the route used to assemble it
     state: State = State.UNLOADED
-    translator: RouteEngine | None = None
+    translator: Engine | None = None
     nbytes: int = 0
     last_used: float = 0.0  # monotonic, for LRU
     last_used_wall: float | None = None
@@ -73,16 +72,38 @@ class EngineSlot:
     waiters: int = 0  # batches waiting to acquire it (protects a fresh load)
     draining: bool = False  # a load waits for its memory: no new batches
     load_future: asyncio.Future[None] | None = field(default=None, repr=False)
+    twin: BulkTwin = field(default_factory=lambda: BulkTwin())
+
+    @property
+    def resident_bytes(self) -> int:
+        """The bytes the budget counts for it: its engine's and its bulk twin's."""
+        return self.nbytes + self.twin.nbytes
 
     @property
     def busy(self) -> bool:
         return self.refcount > 0 or (self.waiters > 0 and not self.draining)
 
-    def resident(self) -> RouteEngine:
+    def resident(self) -> Engine:
         """The engine of a slot ``acquire`` returned: loaded until it is released."""
         if self.translator is None:
             raise RuntimeError(f"engine {self.key} is not loaded")
         return self.translator
+
+
+@dataclass
+class BulkTwin:
+    """A slot's bulk twin (server/bulk_twin.py): a second, niced translator of its engine for
+    the documents' batches, open only while the route has documents and short requests."""
+
+    engine: Engine | None = None
+    nbytes: int = 0  # while open
+    opening: bool = False
+    draining: bool = False  # a load needs its bytes: no new batches
+    batches: int = 0  # batches running on it
+    documents: int = 0  # document batches running on the route, on either translator
+    documents_ended: float = 0.0  # monotonic: when the last of them ended
+    retry_at: float = 0.0  # monotonic: no open before (failed, or no room)
+    timer: asyncio.TimerHandle | None = field(default=None, repr=False)  # the grace's check
 
 
 class BudgetExhausted(Exception):
@@ -105,7 +126,8 @@ def engine_info(
         routes=routes,
         state=slot.state.value,
         device=device if slot.state == State.LOADED else ("cpu" if resident else None),
-        bytes=slot.nbytes if resident else 0,
+        bytes=slot.resident_bytes if resident else 0,
+        bulk_twin_bytes=slot.twin.nbytes,
         last_used=_iso(slot.last_used_wall),
         load_seconds=slot.load_seconds,
         loads=slot.loads,

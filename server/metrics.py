@@ -39,6 +39,7 @@ TOKEN_BUCKETS = (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192)
 STAGES = ("queue_wait", "tokenize", "translate", "check", "detokenize")
 REJECT_REASONS = ("queue_full", "timeout", "engine_unavailable")
 TIERS = ("device", "host")
+BULK_TWIN_EVENTS = ("opened", "dropped", "skipped", "failed")
 RETRY_OUTCOMES = ("improved", "kept", "not_run")
 CALLER_KINDS = ("key", "anonymous")
 
@@ -52,6 +53,7 @@ class Metrics:
         self._declare_output_checks(r)
         self._declare_engines(r)
         self._declare_engine_cache(r)
+        self._declare_bulk_twins(r)
         self._create_known_series()
 
     def _declare_http(self, r: CollectorRegistry) -> None:
@@ -230,6 +232,23 @@ class Metrics:
             registry=r,
         )
 
+    def _declare_bulk_twins(self, r: CollectorRegistry) -> None:
+        """The CPU's bulk twins (server/bulk_twin.py)."""
+        self.bulk_twin_events = Counter(
+            "lsmt_bulk_twin_events",
+            "Bulk twins (a route's niced second translator for its documents' batches while "
+            "short requests share it): opened, dropped (documents stopped, the engine evicted, "
+            "or a load needed the bytes), skipped (no room in the device budget) or failed.",
+            ["event"],
+            registry=r,
+        )
+        self.bulk_twins = Gauge("lsmt_bulk_twins", "Bulk twins open.", registry=r)
+        self.bulk_twin_bytes = Gauge(
+            "lsmt_bulk_twin_bytes",
+            'Bytes of the open bulk twins (counted in lsmt_engine_bytes{tier="device"} too).',
+            registry=r,
+        )
+
     def _declare_engine_cache(self, r: CollectorRegistry) -> None:
         """The engine cache on disk (lsmt_bundle.engine_cache)."""
         self.engine_cache_errors = Counter(
@@ -274,6 +293,8 @@ class Metrics:
             self.engine_cache_errors.labels(reason)
         for outcome in ("built", "present", "failed"):
             self.engine_cache_fills.labels(outcome)
+        for event in BULK_TWIN_EVENTS:
+            self.bulk_twin_events.labels(event)
 
     def init_engine(self, key: str) -> None:
         """Create an engine's series at zero (engine keys are known once bundles are open)."""

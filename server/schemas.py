@@ -177,7 +177,12 @@ class EngineInfo(BaseModel):
     routes: list[str]
     state: EngineState = Field(description="host: parked in host memory (CUDA).")
     device: str | None
-    bytes: int
+    bytes: int = Field(description="Bytes the device budget counts: its bulk twin's included.")
+    bulk_twin_bytes: int = Field(
+        0,
+        description="CPU: bytes of its bulk twin, the niced second translator its documents' "
+        "batches run on while short requests share the route (0: none open).",
+    )
     last_used: str | None = Field(description="ISO 8601 time, UTC.")
     load_seconds: float | None
     loads: int

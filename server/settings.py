@@ -122,10 +122,16 @@ class Settings(BaseSettings):
         10,
         ge=0,
         le=19,
-        description="CPU with the express lane: the lane gets a translator of its own and the "
-        "bulk slots' translator threads run this much nicer, so a short request's batch gets "
-        "the cores first (server/express.py; costs a second copy of each engine's weights); "
-        "0: one translator per engine.",
+        description="CPU with the express lane: while a route has documents and short requests "
+        "at once, its documents' batches run on a second translator (the bulk twin, "
+        "server/bulk_twin.py) whose threads run this much nicer, so a short request's batch "
+        "gets the cores first; 0: never a twin.",
+    )
+    bulk_twin_grace_s: float = Field(
+        5.0,
+        ge=0,
+        description="How long a route's bulk twin stays open after its last document batch "
+        "ended (server/bulk_twin.py).",
     )
     queue_size: int = Field(
         256, ge=1, description="Requests waiting per engine; beyond it: 429 + Retry-After."
@@ -271,9 +277,9 @@ class Settings(BaseSettings):
         return self.resolved_inter_threads + (1 if self.express_batch_size else 0)
 
     @property
-    def express_engine_apart(self) -> bool:
-        """Whether an engine is two translators, the express lane's and the niced bulk
-        slots' (``bulk_nice``): on the CPU, where threads share the cores."""
+    def bulk_twins(self) -> bool:
+        """Whether a route may open a niced bulk twin for its documents' batches
+        (server/bulk_twin.py): on the CPU, where threads share the cores."""
         return self.resolved_device == "cpu" and self.express_batch_size > 0 and self.bulk_nice > 0
 
     @property

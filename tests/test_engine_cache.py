@@ -161,7 +161,6 @@ def test_the_cache_keeps_to_its_bound_least_recently_used_first(bundle_dir, tmp_
 
 def test_the_server_loader_builds_once_for_every_process(bundle_dir, tmp_path, monkeypatch):
     from server import engine_loader
-    from server.express import lane_translator
     from server.settings import Settings
 
     settings = Settings(device="cpu", engine_cache_dir=tmp_path / "cache")
@@ -177,10 +176,7 @@ def test_the_server_loader_builds_once_for_every_process(bundle_dir, tmp_path, m
     assert again_bytes == nbytes
     sources = [["<2fr>", *s] for s in SOURCES]
     first, second = (
-        lane_translator(t, express=False).translate_batch(
-            sources, beam_size=1, max_decoding_length=10
-        )
-        for t in (translator, again)
+        t.translate_batch(sources, beam_size=1, max_decoding_length=10) for t in (translator, again)
     )
     assert [r.hypotheses for r in first] == [r.hypotheses for r in second]
 

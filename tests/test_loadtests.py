@@ -184,19 +184,20 @@ def test_fair_share_benchmark_quick(tmp_path):
     _png(out / "fair_share.png")
 
 
-def test_lanes_benchmark_counts_both_translators(tmp_path):
-    """One translator against the express lane's pair, each in its own process on the default
-    model: the pair's budget bytes are exactly twice, and every figure was measured."""
+def test_lanes_benchmark_counts_the_engine_and_its_twin(tmp_path):
+    """One translator against the engine with its bulk twin open, each in its own process on
+    the default model: the twin's budget bytes are exactly the engine's, and every figure was
+    measured."""
     from loadtests import bench_lanes
 
     out = tmp_path / "lanes"
     result = bench_lanes.main(["--rounds", "1", "--routes", "en-es,en-fr", "--out", str(out)])
     rows = json.loads((out / "lanes.json").read_text())["rows"]
-    assert [r["way"] for r in rows] == ["one translator", "pair"]
-    one, pair = rows
-    assert pair["budget_mib"] == pytest.approx(2 * one["budget_mib"])
+    assert [r["way"] for r in rows] == ["one translator", "twin"]
+    one, twin = rows
+    assert twin["budget_mib"] == pytest.approx(2 * one["budget_mib"])
     assert all(r["resident_mib"] > 0 and r["cold_load_ms"] > 0 for r in rows), rows
-    assert result["pair_over_one"]["budget_mib"] == pytest.approx(2.0)
+    assert result["twin_over_one"]["budget_mib"] == pytest.approx(2.0)
     with open(out / "lanes.csv") as f:
         assert len(list(csv.DictReader(f))) == 2
 
@@ -301,6 +302,29 @@ def test_locust_libretranslate_mode_at_a_fixed_rate(quick_models, small_corpus, 
     assert set(stats["by_name"]) <= {"translate sentence", "translate paragraph"}
     assert stats["requests"] > 0 and stats["failures"] == 0, stats
     assert stats["requests_per_s"] <= 2.5  # 2 users x 1 request/s, not as fast as possible
+
+
+def test_peer_stepped_mode_against_lsmt_alone(tmp_path):
+    """``loadtests.peer --stepped`` (issue 49) against LSMT only (LibreTranslate is not
+    installed here): page traffic of one to three sentences, users stepped, the requests/s
+    held at the p95 target, JSON, CSV and plot saved."""
+    from loadtests import peer
+
+    out = tmp_path / "stepped"
+    args = ["--stepped", "--peers", "lsmt", "--routes", "en-es,es-en", "--no-engine-cache",
+            "--step-users", "1,2", "--step-duration", "8s", "--p95-target-ms", "60000",
+            "--out", str(out)]  # fmt: skip
+    result = peer.main(args)
+    steps = result["lsmt"]["steps"]
+    assert [s["users"] for s in steps] == [1, 2]  # within the target: every step ran
+    for step in steps:
+        assert set(step["by_name"]) == {"translate page"}, step["by_name"]
+        assert step["requests"] > 0 and step["failures"] == 0, step
+    assert result["lsmt"]["held_rps"] == max(s["requests_per_s"] for s in steps)
+    assert "libretranslate" not in result
+    with open(out / "stepped.csv") as f:
+        assert [r["server"] for r in csv.DictReader(f)] == ["lsmt", "lsmt"]
+    _png(out / "stepped.png")
 
 
 def test_traffic_comes_from_ntrex_when_no_corpus_was_built(small_corpus, tmp_path):
@@ -442,8 +466,9 @@ def test_pivot_benchmark_quick(tmp_path):
 
 
 def test_memory_benchmark_splits_a_servers_memory(tmp_path):
-    """Two configurations on the default model, every route served once each: the express
-    pair's engines count exactly twice one translator's, and the split adds up."""
+    """Two configurations on the default model, every route served once each: one request a
+    route opens no bulk twin, so the default's engines count exactly as one translator's
+    (``LSMT_BULK_NICE=0``), and the split adds up."""
     from loadtests import bench_memory
 
     out = tmp_path / "memory"
@@ -454,8 +479,8 @@ def test_memory_benchmark_splits_a_servers_memory(tmp_path):
     for r in rows.values():
         assert r["engines"] == r["routes"] > 0  # every route's engine loaded
         assert r["after_mib"] == pytest.approx(r["idle_mib"] + r["engines_mib"] + r["rest_mib"])
-    pair, one = rows["default"]["engines_mib"], rows["one-translator"]["engines_mib"]
-    assert pair == pytest.approx(2 * one)
+    default, one = rows["default"]["engines_mib"], rows["one-translator"]["engines_mib"]
+    assert default == pytest.approx(one)
     with open(out / "memory.csv") as f:
         assert len(list(csv.DictReader(f))) == 2
     _png(out / "memory.png")

@@ -160,7 +160,7 @@ def _factory(tiny_bundle):
 
     servers: list[LiveServer] = []
 
-    def make(bundle_dirs=None, loader=None, **overrides) -> LiveServer:
+    def make(bundle_dirs=None, loader=None, twin_loader=None, **overrides) -> LiveServer:
         overrides.setdefault("warmup_routes", [])
         # The tiny model is degenerate by design (300 steps): output checks would decode
         # nearly every sentence twice and change what the other tests count and time, and the
@@ -171,7 +171,7 @@ def _factory(tiny_bundle):
         overrides.setdefault("no_repeat_ngram_size", 0)
         overrides.setdefault("device", "cpu")  # the CUDA tests ask for "cuda"
         settings = Settings(bundles=bundle_dirs or [tiny_bundle], **overrides)
-        srv = LiveServer(create_app(settings, loader=loader)).start()
+        srv = LiveServer(create_app(settings, loader=loader, twin_loader=twin_loader)).start()
         servers.append(srv)
         return srv
 
@@ -180,8 +180,9 @@ def _factory(tiny_bundle):
 
 @pytest.fixture
 def make_server(tiny_bundle) -> Iterator[Callable[..., LiveServer]]:
-    """make_server(bundle_dirs=None, loader=None, **settings) -> started LiveServer, stopped
-    at the end of the test. Warm-up and output checks are off unless named."""
+    """make_server(bundle_dirs=None, loader=None, twin_loader=None, **settings) -> started
+    LiveServer, stopped at the end of the test. Warm-up and output checks are off unless
+    named. ``loader`` opens the bulk twins too unless ``twin_loader`` is given."""
     make, servers = _factory(tiny_bundle)
     yield make
     for s in servers:
@@ -202,14 +203,13 @@ def slow_loader(delay_s: float, calls: list | None = None, load_delay_s: float =
     flight) and every load sleeps ``load_delay_s`` (to widen the cold-start window).
     ``calls`` collects the route of each load."""
     from server.engine_loader import default_loader
-    from tests.server.translators import each_translator
 
     def load(bundle, route, settings):
         if calls is not None:
             calls.append(route)
         time.sleep(load_delay_s)
         translator, nbytes = default_loader(bundle, route, settings)
-        return each_translator(translator, lambda t: SlowTranslator(t, delay_s)), nbytes
+        return SlowTranslator(translator, delay_s), nbytes
 
     return load
 

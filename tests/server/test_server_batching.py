@@ -155,13 +155,12 @@ def test_a_one_sentence_request_is_not_held_behind_documents(make_server, slow, 
 
 
 @pytest.mark.integration
-def test_the_express_lane_runs_a_short_request_in_a_small_batch(make_server):
+def test_the_express_lane_runs_a_short_request_in_a_small_batch(make_server, tmp_path):
     """Documents keep both bulk slots busy; a one-sentence request sent among them runs at
-    once in an express batch of its own size beside them, on the lane's own translator (the
-    CPU's pair, server/express.py), and is answered before any document; the express lane
-    runs no document sentence, so the bulk batches stay full."""
-    from server.engine_loader import default_loader
-    from server.express import LaneEngines
+    once in an express batch of its own size beside them, on the engine (not on its bulk
+    twin, which the overlap asks for: server/bulk_twin.py), and is answered before any
+    document; the express lane runs no document sentence, so the bulk batches stay full."""
+    from server.engine_loader import bulk_twin_loader, default_loader
 
     batches: list[tuple[str, list[list[str]]]] = []  # (translator, sources) per batch
 
@@ -177,27 +176,41 @@ def test_the_express_lane_runs_a_short_request_in_a_small_batch(make_server):
         def __getattr__(self, name):
             return getattr(self.inner, name)
 
-    def load(bundle, route, settings):
-        pair, nbytes = default_loader(bundle, route, settings)
-        assert isinstance(pair, LaneEngines)
-        return LaneEngines(Recording(pair.bulk, "bulk"), Recording(pair.express, "express")), nbytes
+    def recording(loader, name: str):
+        def load(bundle, route, settings):
+            engine, nbytes = loader(bundle, route, settings)
+            return Recording(engine, name), nbytes
+
+        return load
 
     srv = make_server(
-        loader=load, inter_threads=2, express_batch_size=1, max_batch_size=8, batch_wait_ms=0
+        loader=recording(default_loader, "engine"),
+        twin_loader=recording(bulk_twin_loader, "twin"),
+        # the twin opens from the engine cache, as the engine's load left it: not assembled
+        # again beside the short request
+        engine_cache_dir=tmp_path / "engines",
+        engine_cache_fill=False,
+        inter_threads=2,
+        express_batch_size=1,
+        max_batch_size=8,
+        batch_wait_ms=0,
     )
     small = {"text": "Where is the station?", "source": "en", "target": "de", "beam_size": 1}
     document = {**small, "text": ["Follow me."] * 24}
     assert httpx.post(f"{srv.url}/v1/translate", json=small, timeout=60).status_code == 200
-    assert [name for name, _ in batches] == ["express"]  # alone, too
+    assert [name for name, _ in batches] == ["engine"]  # alone, too
     batches.clear()
     # the documents are queued and both lanes busy when the small one is sent
     finished = documents_then_one(srv, document, 3, small, bulk_busy=True)
     assert finished["small"] < min(v for k, v in finished.items() if k != "small")
     doc_sentence = batches[0][1][0]  # every document sentence is the same
     with_small = [(n, b) for n, b in batches if any(s != doc_sentence for s in b)]
-    assert with_small == [("express", with_small[0][1])] and len(with_small[0][1]) == 1
+    assert with_small == [("engine", with_small[0][1])] and len(with_small[0][1]) == 1
     rest = [(n, len(b)) for n, b in batches if (n, b) not in with_small]
-    assert rest == [("bulk", 8)] * 9  # every document sentence in a full bulk batch
+    assert [size for _, size in rest] == [8] * 9  # every document sentence in a full batch
+    # on the engine until the twin (opened in the background) is there, then on the twin
+    names = [n for n, _ in rest]
+    assert names == sorted(names) and set(names) <= {"engine", "twin"}, names
     # the small one ran while both bulk slots were busy: beside two batches, not after them
     small_at = batches.index(with_small[0])
     assert 2 <= small_at < len(batches) - 2, small_at

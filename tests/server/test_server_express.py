@@ -1,8 +1,10 @@
-"""The express lane's own translator on the CPU, beside the niced bulk one (server/express.py):
-real CTranslate2 engines of the tiny bundle, real threads and their nice values (Linux)."""
+"""The niced threads of a route's bulk twin (server/express.py, server/bulk_twin.py): real
+CTranslate2 engines of the tiny bundle, real threads and their nice values (Linux). The
+twin's life on a real server: tests/server/test_server_bulk_twin.py."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -12,9 +14,9 @@ import pytest
 
 from lsmt_bundle import load_bundle
 from lsmt_core.routes import Route
-from server.engine_loader import default_loader
+from server.engine_loader import bulk_twin_loader, default_loader
 from server.engine_slots import wait_until_idle
-from server.express import LaneEngines, lane_translator, start_niced
+from server.express import start_niced
 from server.settings import Settings
 
 pytestmark = pytest.mark.skipif(
@@ -31,7 +33,13 @@ def nice_of(tid: int | str) -> int:
 
 
 def threads() -> set[str]:
-    return set(os.listdir("/proc/self/task"))
+    """This process's threads, less the one-off threads that open a niced engine (which may
+    still be ending as the engine is returned)."""
+    names = {}
+    for tid in os.listdir("/proc/self/task"):
+        with contextlib.suppress(FileNotFoundError):  # a thread that ended meanwhile
+            names[tid] = Path(f"/proc/self/task/{tid}/comm").read_text()
+    return {tid for tid, name in names.items() if not name.startswith("lsmt-open")}
 
 
 def test_threads_started_by_a_niced_call_keep_its_value_and_the_caller_keeps_its_own():
@@ -73,41 +81,32 @@ def test_where_the_system_refuses_a_nice_value_the_call_still_runs(monkeypatch, 
     assert "setpriority failed" in caplog.text
 
 
-def test_an_engine_on_the_cpu_is_a_pair_with_only_the_bulk_threads_niced(tiny_bundle):
+def test_an_engine_is_one_translator_and_its_twin_has_only_niced_threads(tiny_bundle):
     bundle = load_bundle(tiny_bundle)
     settings = Settings(device="cpu", inter_threads=2, intra_threads=1)
-    assert settings.express_engine_apart and settings.bulk_nice == 10
+    assert settings.bulk_twins and settings.bulk_nice == 10
     mine = nice_of(threading.get_native_id())
     before = threads()
-    pair, nbytes = default_loader(bundle, Route("en", "de"), settings)
-    started = [nice_of(t) for t in threads() - before]
-    assert isinstance(pair, LaneEngines)
-    # two bulk workers, niced; the express lane's one worker at the caller's value
-    assert sorted(started) == [mine, min(19, mine + 10), min(19, mine + 10)], started
-
-    one, one_bytes = default_loader(
-        bundle, Route("en", "de"), settings.model_copy(update={"bulk_nice": 0})
-    )
-    assert not isinstance(one, LaneEngines)
-    assert nbytes == 2 * one_bytes  # the weights twice, and the budget counts both
+    engine, nbytes = default_loader(bundle, Route("en", "de"), settings)
+    # one translator: a worker per bulk slot and the express lane's, at the caller's value
+    assert sorted(nice_of(t) for t in threads() - before) == [mine] * 3
+    before = threads()
+    twin, twin_bytes = bulk_twin_loader(bundle, Route("en", "de"), settings)
+    # the twin: a worker per bulk slot, niced
+    assert sorted(nice_of(t) for t in threads() - before) == [min(19, mine + 10)] * 2
+    assert twin_bytes == nbytes  # the same weights: the budget counts them again
 
     served = [["<2de>", *s.split()] for s in SENTENCES]
-    want = [r.hypotheses for r in one.translate_batch(served, beam_size=2)]
-    for express in (False, True):
-        got = lane_translator(pair, express).translate_batch(served, beam_size=2)
-        assert [r.hypotheses for r in got] == want
-
-    # as eviction does: wait until both pools count their batches done (CTranslate2 keeps a
-    # model it counts busy, and the count lags translate_batch's return), then unload both
-    assert wait_until_idle(pair, timeout=30), "a finished batch still counted as active"
-    pair.unload_model()
-    assert not pair.bulk.model_is_loaded and not pair.express.model_is_loaded
-    assert not pair.model_is_loaded
+    want = [r.hypotheses for r in engine.translate_batch(served, beam_size=2)]
+    assert [r.hypotheses for r in twin.translate_batch(served, beam_size=2)] == want
+    # as a drop does: wait until its pool counts its batches done, then unload
+    assert wait_until_idle(twin, timeout=30), "a finished batch still counted as active"
+    twin.unload_model()
+    assert not twin.model_is_loaded and engine.model_is_loaded
 
 
-def test_one_translator_where_the_lane_is_off_or_the_device_a_gpu():
-    assert Settings(device="cpu").express_engine_apart
-    assert not Settings(device="cpu", bulk_nice=0).express_engine_apart
-    assert not Settings(device="cpu", express_batch_size=0).express_engine_apart
-    assert not Settings(device="cuda").express_engine_apart  # a GPU: one more CUDA worker
-    assert lane_translator("one", express=True) == "one"
+def test_no_twin_where_the_lane_is_off_or_the_device_a_gpu():
+    assert Settings(device="cpu").bulk_twins
+    assert not Settings(device="cpu", bulk_nice=0).bulk_twins
+    assert not Settings(device="cpu", express_batch_size=0).bulk_twins
+    assert not Settings(device="cuda").bulk_twins  # a GPU: one more CUDA worker

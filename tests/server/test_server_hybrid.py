@@ -11,7 +11,6 @@ from lsmt_bundle.engines import load_engine
 from lsmt_bundle.hybrid import HybridTranslator
 from lsmt_core.routes import Route
 from server.bundles import ServedBundle
-from server.express import LaneEngines
 
 pytestmark = pytest.mark.integration
 
@@ -35,10 +34,8 @@ def test_hybrid_bundle_translates_as_its_engine_does(make_server, hybrid_bundle,
     engines = [e for e in models["engines"] if e["state"] == "loaded"]
     assert len(engines) == 1 and engines[0]["bytes"] > 0
     loaded = next(iter(srv.state.registry.slots.values()))
-    # on the CPU, a pair (server/express.py): both translators hybrid engines
-    assert isinstance(loaded.translator, LaneEngines)
-    assert isinstance(loaded.translator.bulk, HybridTranslator)
-    assert isinstance(loaded.translator.express, HybridTranslator)
+    assert isinstance(loaded.translator, HybridTranslator)
+    assert loaded.twin.engine is None  # short requests only: no bulk twin
     assert "lsmt_engine_loads_total" in metrics
     # The same sentences straight through an engine built from the bundle: same text.
     served = ServedBundle(load_bundle(hybrid_bundle))

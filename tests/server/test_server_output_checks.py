@@ -10,7 +10,6 @@ from dataclasses import dataclass
 import pytest
 
 from lsmt_core.langid import LanguageDetector
-from server.express import lane_translator
 from server.output_checks import (
     RETRY,
     is_length_off,
@@ -21,7 +20,6 @@ from server.output_checks import (
 )
 from server.settings import Settings
 from server.timing import parse_server_timing
-from tests.server.translators import each_translator
 
 GUARDS = ("repetition_penalty", "no_repeat_ngram_size")
 EN = "And Jesus said unto them, Follow me, and I will make you fishers of men."
@@ -101,7 +99,7 @@ class CraftedOutput:
     """The real translator; the first decoding's hypotheses are rewritten by ``craft``
     (pieces -> pieces). The retry (decoded with ``RETRY``'s settings) gets the real output,
     unless ``always``. Every decoding takes at least ``delay_s``. ``calls`` collects each
-    decoding's options (shared by an engine's two translators on the CPU)."""
+    decoding's options."""
 
     def __init__(self, inner, craft, always: bool, delay_s: float, calls: list[dict]) -> None:
         self.inner, self.craft, self.always, self.delay_s = inner, craft, always, delay_s
@@ -125,10 +123,7 @@ def crafted_loader(craft, always: bool = False, engines: list | None = None, del
 
     def load(bundle, route, settings):
         translator, nbytes = default_loader(bundle, route, settings)
-        calls: list[dict] = []
-        wrapped = each_translator(
-            translator, lambda t: CraftedOutput(t, craft, always, delay_s, calls)
-        )
+        wrapped = CraftedOutput(translator, craft, always, delay_s, [])
         if engines is not None:
             engines.append(wrapped)
         return wrapped, nbytes
@@ -157,7 +152,7 @@ def metric(client, name: str, label: str) -> float:
 
 @pytest.mark.integration
 def test_a_repeating_output_is_decoded_again_and_the_retry_kept(make_server):
-    engines: list = []  # CraftedOutput or a pair of them
+    engines: list[CraftedOutput] = []
     # The server's own decoding guards (the test factory turns them off for the tiny model).
     guards = {name: Settings.model_fields[name].default for name in GUARDS}
     assert guards == {"repetition_penalty": 1.1, "no_repeat_ngram_size": 4}
@@ -168,7 +163,7 @@ def test_a_repeating_output_is_decoded_again_and_the_retry_kept(make_server):
         assert r.status_code == 200, r.text
         t = r.json()["translations"][0]
         assert t["warnings"] == []  # the retry fixed it
-        first, retry = lane_translator(engines[0], express=True).calls
+        first, retry = engines[0].calls
         assert {name: first[name] for name in GUARDS} == guards
         assert retry["repetition_penalty"] == RETRY.repetition_penalty
         assert retry["no_repeat_ngram_size"] == RETRY.no_repeat_ngram_size

@@ -162,13 +162,11 @@ from server.__main__ import block_torch
 block_torch()
 from server.bundles import load_served_bundle
 from server.engine_loader import default_loader
-from server.express import lane_translator
 from server.settings import Settings
 from lsmt_core.routes import Route
 b = load_served_bundle({str(tiny_bundle)!r})
 t, n = default_loader(b.bundle, Route("en", "de"), Settings(device="cpu"))
-bulk = lane_translator(t, express=False)
-out = bulk.translate_batch([b.encode("Follow me.", Route("en", "de"))], beam_size=1)
+out = t.translate_batch([b.encode("Follow me.", Route("en", "de"))], beam_size=1)
 assert n > 0 and out[0].hypotheses[0]
 print(sys.modules.get("torch") is not None)
 """
