@@ -133,11 +133,11 @@ def export_bundle(
     ``lms_path`` picks, for a Fuse-Distillation model, the language-specific path (``ls``) or
     the shared one (``shared``: one engine serves every route).
     """
-    languages = sorted(languages or {lang for route in routes for lang in route})
-    routes = [r for r in routes if r[0] in languages and r[1] in languages]
     from training.model.methods import method_fusions, module_tensors, stored_in_bundle
 
-    fusions = method_fusions(model, lms_path)  # its registrations: training.model.methods
+    languages = sorted(languages or {lang for route in routes for lang in route})
+    routes = [r for r in routes if r[0] in languages and r[1] in languages]
+    fusions = method_fusions(model, lms_path)  # the methods' registrations say each record
     stored = functools.partial(stored_in_bundle, lms_path=lms_path)
     groups, modules = split_modules(model, languages, store_dtype, stored)
     for tensor in module_tensors(model, languages):  # as they are, not in store_dtype
