@@ -156,7 +156,7 @@ def verify_export(model, out: Path, manifest: Manifest) -> tuple[DenseModel, flo
     """Reload what was written, assemble its first route and compare every weight with the
     PyTorch model's, within the storage's rounding: the assembled route and the largest
     difference."""
-    from .methods import fused_weights
+    from training.model.methods import fused_weights
 
     bundle = load_bundle(out)
     route = bundle.routes[0]
@@ -174,8 +174,9 @@ def verify_against_model(
 ) -> float:
     """Largest absolute difference between assembled weights and the model's route weights
     (leaving out the method tensors and the weights their fusions change: ``fused``)."""
+    from training.model.methods import is_method_tensor
+
     from .from_torch import dense_names
-    from .methods import is_method_tensor
 
     names = dense_names(model)
     worst = 0.0

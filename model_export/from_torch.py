@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +17,6 @@ from lsmt_core.manifest import (
     Architecture,
     Index,
     Manifest,
-    SparseSubnetwork,
     TargetVocab,
     TokenizerInfo,
     VocabSlice,
@@ -24,8 +24,6 @@ from lsmt_core.manifest import (
     language_tokenizer_path,
 )
 from lsmt_core.routes import Route
-
-from .methods import SPARSE_SCORES, lms_excluded, method_fusions
 
 
 def architecture_of(cfg: Any) -> Architecture:
@@ -81,26 +79,25 @@ def split_modules(
     model: Any,
     languages: list[str],
     store_dtype: str = "float16",
-    exclude: Callable[[str], bool] | None = None,
+    stored: Callable[[str], bool] = lambda name: True,
 ) -> tuple[list[WeightGroup], dict[str, Weights]]:
     """Weight groups and module contents, keyed by dense (route-independent) names.
 
     A parameter ``P.by_lang.<lang>.rest`` of a LanguageSpecific module at ``P`` goes to the
     module ``<index>/<lang>`` under the dense name ``P.rest`` (:func:`dense_names`).
-    Parameters (and groups) for which ``exclude(name)`` holds are left out.
+    Only the parameters (and groups: asked as ``P.by_lang.``) for which ``stored(name)``
+    holds are written.
     """
     from training.model import LanguageSpecific
 
     groups = [WeightGroup(prefix="", index="shared")]
     modules: dict[str, Weights] = {"shared": {}}
     for path, module in model.named_modules():
-        if isinstance(module, LanguageSpecific) and not (exclude and exclude(path + ".by_lang.")):
+        if isinstance(module, LanguageSpecific) and stored(path + ".by_lang."):
             groups.append(WeightGroup(prefix=path, index=module.index))
     names = dense_names(model)
     for name, param in model.named_parameters():
-        if name.startswith(SPARSE_SCORES):  # selection logits: exported as masks instead
-            continue
-        if exclude is not None and exclude(name):
+        if not stored(name):
             continue
         value = param.detach().cpu().float().numpy()
         dense = names[name]
@@ -109,19 +106,6 @@ def split_modules(
         elif dense.lang in languages:
             modules.setdefault(module_name(dense.index, dense.lang), {})[dense.name] = value
     return groups, {name: encode(weights, store_dtype) for name, weights in modules.items()}
-
-
-def sparse_masks(model: Any, languages: list[str], modules: dict[str, Weights]) -> SparseSubnetwork:
-    """Each language's selected sub-network (Sparse paper) as its inference gates (float32; 0 =
-    dropped, else the component's noise-free score, which assembling folds into the weights):
-    encoder groups in its ``src`` module, decoder groups in its ``tgt`` module."""
-    rule = SparseSubnetwork()
-    for group, gates in model.sparse_scores.inference_scores().items():
-        index = "src" if group.startswith("encoder_") else "tgt"
-        for lang in languages:
-            row = gates[model.languages.index(lang)].detach().cpu().float().numpy()
-            modules.setdefault(module_name(index, lang), {})[f"{rule.prefix}.{group}"] = row
-    return rule
 
 
 def export_bundle(
@@ -149,14 +133,15 @@ def export_bundle(
     ``lms_path`` picks, for a Fuse-Distillation model, the language-specific path (``ls``) or
     the shared one (``shared``: one engine serves every route).
     """
+    from training.model.methods import method_fusions, module_tensors, stored_in_bundle
+
     languages = sorted(languages or {lang for route in routes for lang in route})
     routes = [r for r in routes if r[0] in languages and r[1] in languages]
-    method = method_fusions(model, lms_path)  # LMS / LAA / LEE (model_export.methods)
-    exclude = (lambda name: lms_excluded(name, lms_path)) if model.cfg.lms.rank else None
-    groups, modules = split_modules(model, languages, store_dtype, exclude)
-    fusions = list(method)
-    if getattr(model.cfg, "sparse", None) is not None:
-        fusions.append(sparse_masks(model, languages, modules))
+    fusions = method_fusions(model, lms_path)  # the methods' registrations say each record
+    stored = functools.partial(stored_in_bundle, lms_path=lms_path)
+    groups, modules = split_modules(model, languages, store_dtype, stored)
+    for tensor in module_tensors(model, languages):  # as they are, not in store_dtype
+        modules.setdefault(module_name(tensor.index, tensor.lang), {})[tensor.name] = tensor.value
     vocab_info = None
     if target_vocab is not None:
         fusions.append(VocabSlice())

@@ -13,6 +13,7 @@ from lsmt_bundle import load_bundle
 from lsmt_bundle.engines import load_engine
 from tests.bundles import TinyBundle, make_tiny_bundle
 from training.model import Route
+from training.model.layers import LS_PATH
 from training.search import greedy_search, output_mask
 
 N_SENTENCES = 6
@@ -55,16 +56,18 @@ def allowed_pieces(tb: TinyBundle, dense) -> torch.Tensor | None:
     return output_mask(ids, tb.model.vocab_size, "cpu")
 
 
-def _torch_greedy(tb: TinyBundle, pieces: list[str], route: Route, allowed):
-    return greedy_search(tb.model, source_ids(tb, pieces), route, MAX_LEN, allowed)[0]
+def _torch_greedy(tb: TinyBundle, pieces: list[str], route: Route, allowed, lms_path: str):
+    ids = source_ids(tb, pieces)
+    return greedy_search(tb.model, ids, route, MAX_LEN, allowed, lms_path=lms_path)[0]
 
 
 def assert_engine_matches_pytorch(
-    tiny: TinyBundle, route: tuple[str, str], device: str = "cpu"
+    tiny: TinyBundle, route: tuple[str, str], device: str = "cpu", lms_path: str = LS_PATH
 ) -> None:
     """The route's assembled engine (float32, on ``device``) decodes as the PyTorch model on
-    the CPU: greedy tokens identical, per-token log-probs within 1e-3, on verses the model was
-    trained on; and the outputs are not degenerate (an untrained model proves nothing)."""
+    the CPU (on LMS path ``lms_path``, the one the bundle was exported on): greedy tokens
+    identical, per-token log-probs within 1e-3, on verses the model was trained on; and the
+    outputs are not degenerate (an untrained model proves nothing)."""
     bundle = load_bundle(tiny.path)
     src, tgt = route
     dense = bundle.assemble(Route(src, tgt))
@@ -74,7 +77,7 @@ def assert_engine_matches_pytorch(
     results = translator.translate_batch(sources, beam_size=1, max_decoding_length=MAX_LEN)
     distinct: set[str] = set()
     for pieces, result in zip(sources, results, strict=True):
-        expected = _torch_greedy(tiny, pieces, Route(src, tgt), allowed)
+        expected = _torch_greedy(tiny, pieces, Route(src, tgt), allowed, lms_path)
         got = result.hypotheses[0]
         assert [tiny.sp.piece_to_id(p) for p in got] == expected.tokens
         distinct.update(got)

@@ -9,11 +9,11 @@ import math
 import pytest
 import torch
 
-from tests.tiny import lms_path, tiny_model_config
 from tests.tiny import random_batch as batch
+from tests.tiny import tiny_model_config
 from training.fuse_distill import fd_terms, symmetric_kl
 from training.model import Route, build_model
-from training.model.lms import SHARED_PATH
+from training.model.lms import LS_PATH, SHARED_PATH
 from training.step import label_smoothed_nll, train_step
 
 LANGS = ["de", "en", "fr"]
@@ -32,10 +32,10 @@ def model_pair(**kw):
     return base, other
 
 
-def logits(model, route=DE_EN, seed=0):
+def logits(model, route=DE_EN, seed=0, lms_path=LS_PATH):
     b = batch(route, VOCAB, seed=seed)
     with torch.no_grad():
-        return model(b.src, b.tgt_in, route).logits
+        return model(b.src, b.tgt_in, route, lms_path=lms_path).logits
 
 
 @pytest.mark.parametrize(
@@ -56,8 +56,7 @@ def test_lms_at_initialisation_equals_the_dense_model_exactly(lms):
     for route in (DE_EN, Route("fr", "de")):
         assert torch.equal(logits(base, route), logits(model, route))
         if lms.get("fuse_distill"):
-            with lms_path(model, SHARED_PATH):
-                assert torch.equal(logits(base, route), logits(model, route))
+            assert torch.equal(logits(base, route), logits(model, route, lms_path=SHARED_PATH))
 
 
 def _grads(model, route):
@@ -155,8 +154,7 @@ def test_fd_forward_returns_both_paths_and_their_symmetric_kl():
         out = model.train()(b.src, b.tgt_in, DE_EN)  # tiny models have no dropout
         model.eval()
         ls = model(b.src, b.tgt_in, DE_EN)
-        with lms_path(model, SHARED_PATH):
-            shared = model(b.src, b.tgt_in, DE_EN)
+        shared = model(b.src, b.tgt_in, DE_EN, lms_path=SHARED_PATH)
     assert not ls.also_scored and not ls.aux_losses  # evaluation runs one path
     assert torch.equal(out.logits, ls.logits) and torch.equal(out.also_scored[0], shared.logits)
     assert not torch.allclose(ls.logits, shared.logits, atol=1e-3)
@@ -171,7 +169,7 @@ def test_laa_with_zero_matrices_equals_the_base_model(places):
 
 
 def test_laa_is_eq_3_to_5_written_out():
-    """The hooks (Appendix A's form) = adding W^lang to W_Q/K/V and W^lang^T to W_O."""
+    """The projection terms (Appendix A's form) = adding W^lang to W_Q/K/V and W^lang^T to W_O."""
     torch.manual_seed(1)
     _, model = model_pair(laa={"places": ["decoder_self", "decoder_cross"]})
     with torch.no_grad():

@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import random
-from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -14,7 +12,6 @@ from lsmt_core.routes import Route
 from lsmt_core.tags import BOS_ID, EOS_ID, PAD_ID
 from training.batching import Batch
 from training.model import ModelConfig
-from training.model.layers import check_lms_path
 from training.recipe import load_recipe
 
 
@@ -127,14 +124,3 @@ def lsl_toy_recipe(
         **(data_keys or {}),
     }
     return load_recipe("tiny", {**ov, "model": LSL_TOY_MODEL, **top})
-
-
-@contextlib.contextmanager
-def lms_path(model: torch.nn.Module, path: str) -> Iterator[None]:
-    """Evaluate and search ``model`` on LMS path ``ls`` or ``shared`` inside the block (the
-    path a Fuse-Distillation model is served on; training runs both)."""
-    before, model.lms_path = model.lms_path, check_lms_path(path)
-    try:
-        yield
-    finally:
-        model.lms_path = before

@@ -15,30 +15,24 @@ import argparse
 from typing import Any
 
 from .model import build_model
+from .model.layers import LS_PATH, SHARED_PATH
+from .model.methods import METHODS, parameter_owner
 from .recipe import load_recipe
 
 
-def _kind(name: str) -> str | None:
-    if ".lms_shared_" in name:
-        return "lms_shared"
-    if ".lms_" in name:
-        return "lms"
-    if name.startswith("laa."):
-        return "laa"
-    if name.startswith("lee."):
-        return "lee"
-    return None
-
-
 def parameter_report(model: Any) -> dict[str, int]:
-    """Counts: ``base`` (the dense model), ``training`` (extra, all of it), ``inference_ls``
-    and ``inference_share`` (extra stored for serving that path), and per kind."""
-    out = {"base": 0, "lms": 0, "lms_shared": 0, "laa": 0, "lee": 0}
+    """Counts: ``base`` (the dense model), each kind of every registered method's parameters
+    (``lms``, ``lms_shared``, ``laa``, ``lee``, ``sparse_scores``...), ``training`` (extra, all
+    of it), and ``inference_ls`` and ``inference_share``: the extra a bundle stores for
+    serving that LMS path (a sparse model's bundle stores its selected gates instead)."""
+    kinds = {kind: method for method in METHODS for kind in method.kinds}
+    out = {"base": 0} | dict.fromkeys(kinds, 0)
     for name, p in model.named_parameters():
-        out[_kind(name) or "base"] += p.numel()
-    out["training"] = out["lms"] + out["lms_shared"] + out["laa"] + out["lee"]
-    out["inference_ls"] = out["lms"] + out["laa"] + out["lee"]
-    out["inference_share"] = out["lms_shared"] + out["laa"] + out["lee"]
+        owner = parameter_owner(name)
+        out["base" if owner is None else owner[1]] += p.numel()
+    out["training"] = sum(out[kind] for kind in kinds)
+    for key, path in (("inference_ls", LS_PATH), ("inference_share", SHARED_PATH)):
+        out[key] = sum(out[kind] for kind, method in kinds.items() if method.stored(kind, path))
     return out
 
 

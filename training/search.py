@@ -18,6 +18,7 @@ import torch
 from lsmt_core.tags import BOS_ID, EOS_ID, PAD_ID
 
 from .model import Route, Seq2SeqTransformer
+from .model.layers import LS_PATH
 
 
 @dataclass
@@ -52,18 +53,22 @@ def greedy_search(
     route: Route,
     max_len: int = 128,
     allowed: torch.Tensor | None = None,
+    lms_path: str = LS_PATH,
 ) -> list[Hypothesis]:
-    """Greedy decoding of a padded batch (B, S); returns one hypothesis per row."""
+    """Greedy decoding of a padded batch (B, S); returns one hypothesis per row. ``lms_path``:
+    the LMS path to decode on (``shared``: a Fuse-Distillation model's shared pair)."""
     model.eval()
     b = src_ids.shape[0]
-    memory, mask = model.encode(src_ids, route)
+    memory, mask = model.encode(src_ids, route, lms_path=lms_path)
     cache = model.new_cache()
     last = torch.full((b, 1), BOS_ID, dtype=torch.long, device=src_ids.device)
     tokens: list[list[int]] = [[] for _ in range(b)]
     log_probs: list[list[float]] = [[] for _ in range(b)]
     done = torch.zeros(b, dtype=torch.bool, device=src_ids.device)
     for step in range(max_len):
-        logits = model.decode(last, memory, mask, route, cache=cache, offset=step)[:, -1]
+        logits = model.decode(
+            last, memory, mask, route, cache=cache, offset=step, lms_path=lms_path
+        )[:, -1]
         lp = _log_probs(logits, allowed)
         best = lp.argmax(dim=-1)
         for i in range(b):
@@ -90,17 +95,18 @@ def beam_search(
     length_penalty: float = 1.0,
     use_cache: bool = True,
     allowed: torch.Tensor | None = None,
+    lms_path: str = LS_PATH,
 ) -> list[Hypothesis]:
     """Batched beam search; best hypothesis per row, ranked by score / length**length_penalty.
 
     ``use_cache=False`` re-runs the decoder on the whole prefix at every step; it exists to
-    check the cached path and is otherwise only slower.
+    check the cached path and is otherwise only slower. ``lms_path`` as in :func:`greedy_search`.
     """
     # Long on purpose: one batched loop whose state (scores, prefixes, cache order) every
     # step updates together; split, each part would pass all of it around.
     model.eval()
     b, k, dev = src_ids.shape[0], beam_size, src_ids.device
-    memory, mask = model.encode(src_ids, route)
+    memory, mask = model.encode(src_ids, route, lms_path=lms_path)
     memory = memory.repeat_interleave(k, dim=0)
     mask = mask.repeat_interleave(k, dim=0)
     cache = model.new_cache() if use_cache else None
@@ -112,8 +118,9 @@ def beam_search(
     finished: list[list[tuple[float, Hypothesis]]] = [[] for _ in range(b)]
     for step in range(max_len):
         inp = prefix[:, -1:] if use_cache else prefix
+        offset = step if use_cache else 0
         logits = model.decode(
-            inp, memory, mask, route, cache=cache, offset=step if use_cache else 0
+            inp, memory, mask, route, cache=cache, offset=offset, lms_path=lms_path
         )
         lp = _log_probs(logits[:, -1], allowed)  # (b*k, V)
         vocab = lp.shape[-1]

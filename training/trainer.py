@@ -54,7 +54,7 @@ from .distributed import (
     wrap_ddp,
 )
 from .model import build_model
-from .model.sparse_transformer import selection_record
+from .model.methods import checkpoint_records
 from .recipe import Recipe
 from .run_log import RunLog, TrainWindow
 from .step import OutputVocabulary, StepStats, make_optimizer, train_step
@@ -216,11 +216,7 @@ class Trainer:
                     if self.data.target_vocab
                     else {}
                 ),
-                **(
-                    {"sparse": selection_record(unwrap(self.model))}
-                    if self.recipe.model.sparse
-                    else {}
-                ),
+                **checkpoint_records(unwrap(self.model)),  # e.g. a sparse model's selection
             },
         )
 

@@ -1,11 +1,11 @@
-"""The model a recipe asks for: the dense route-aware Transformer, its adaptive sparse
-subclass, or the hybrid with an LSTM decoder."""
+"""The model a recipe asks for: the class its methods need (the route-aware Transformer, its
+adaptive sparse subclass, the hybrid with an LSTM decoder), with every method attached
+(``training.model.methods``)."""
 
 from __future__ import annotations
 
 from .config import ModelConfig
-from .hybrid import HybridTransformer
-from .sparse_transformer import SparseTransformer
+from .methods import active_methods, model_class
 from .transformer import Seq2SeqTransformer
 
 
@@ -17,13 +17,13 @@ def build_model(
 ) -> Seq2SeqTransformer:
     """``language_vocab_sizes``: the languages with a vocabulary of their own (an added
     language's tokenizer) and its size; the others use the shared one of ``vocab_size``."""
-    if language_vocab_sizes and (cfg.decoder_kind == "lstm" or cfg.sparse is not None):
+    cls = model_class(cfg)
+    if language_vocab_sizes and cls is not Seq2SeqTransformer:
         raise ValueError(
             "a language with its own vocabulary needs a dense Transformer "
             "(the hybrid and the sparse model read the shared embedding only)"
         )
-    if cfg.decoder_kind == "lstm":
-        return HybridTransformer(cfg, vocab_size, languages)
-    if cfg.sparse is not None:
-        return SparseTransformer(cfg, vocab_size, languages)
-    return Seq2SeqTransformer(cfg, vocab_size, languages, language_vocab_sizes)
+    model = cls(cfg, vocab_size, languages, language_vocab_sizes)
+    for method in active_methods(cfg):
+        method.attach(model)
+    return model

@@ -23,12 +23,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import nn
 
 from .config import ModelConfig
 from .layers import Conditioning, resolve
+from .method import Method
 from .transformer import Seq2SeqTransformer, SideGates, _Blocks
 
 
@@ -158,3 +160,17 @@ class HybridTransformer(Seq2SeqTransformer):
 
     def reorder_cache(self, cache: LSTMCache, index: torch.Tensor) -> None:  # type: ignore[override]
         cache.reorder(index)
+
+
+class HybridMethod(Method):
+    """The LSTM decoder: its own model class; nothing to fuse (a bundle's architecture says
+    ``decoder_kind: lstm`` and the hybrid engine serves it)."""
+
+    name = "hybrid"
+    model_class = HybridTransformer
+
+    def active(self, cfg: Any) -> bool:
+        return bool(cfg.decoder_kind == "lstm")
+
+
+HYBRID = HybridMethod()

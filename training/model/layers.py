@@ -6,14 +6,15 @@ it for the batch's route with :func:`resolve`. Parameter names then read
 
 What a forward pass is conditioned on travels as arguments, never as state set on modules:
 the :class:`Conditioning` (route, LMS path) reaches every block and projection as the keyword
-``cond`` (the method terms of ``lms.py`` and ``laa.py`` read it from there), and the sparse
-model's scores reach a block as its :class:`BlockGates`.
+``cond`` (the :class:`Projection` terms of ``lms.py`` and ``laa.py`` read it from there), and
+the sparse model's scores reach a block as its :class:`BlockGates`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
@@ -126,14 +127,28 @@ def resolve(module: nn.Module, route: Route) -> nn.Module:
 KVCache = dict[str, torch.Tensor]
 
 
-class Projection(nn.Linear):
-    """A block's linear map. It takes the pass's :class:`Conditioning` as the keyword ``cond``
-    so that the methods' terms (LMS low-rank products, LAA matrices), registered as forward
-    hooks with keyword arguments, read the route from the call itself. Its parameters are
-    ``nn.Linear``'s, so the dense names (``fc1.weight``) stay what the exporter expects."""
+class ProjectionTerm(Protocol):
+    """A method's additive term of a projection's output (an LMS low-rank product, an LAA
+    matrix), computed from the projection's input and the pass's :class:`Conditioning`."""
 
-    def forward(self, x: torch.Tensor, *, cond: Conditioning | None = None) -> torch.Tensor:
-        return super().forward(x)
+    def __call__(self, x: torch.Tensor, cond: Conditioning) -> torch.Tensor: ...
+
+
+class Projection(nn.Linear):
+    """A block's linear map: ``W x + b`` plus the :attr:`terms` the model's methods added
+    (``training.model.methods``), each reading the route from the call's ``cond``. Its own
+    parameters are ``nn.Linear``'s, so the dense names (``fc1.weight``) stay what the exporter
+    expects; a term's parameters live where its method put them, not in the term."""
+
+    def __init__(self, in_features: int, out_features: int):
+        super().__init__(in_features, out_features)
+        self.terms: list[ProjectionTerm] = []
+
+    def forward(self, x: torch.Tensor, *, cond: Conditioning) -> torch.Tensor:
+        out = super().forward(x)
+        for term in self.terms:
+            out = out + term(x, cond)
+        return out
 
 
 class AttentionBlock(nn.Module):

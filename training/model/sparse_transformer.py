@@ -29,14 +29,18 @@ model's sorted order; groups in :func:`groups`.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from torch import nn
 
+from lsmt_core.manifest import Fusion, SparseSubnetwork
+
 from .config import ModelConfig
-from .layers import BlockGates, LayerGates, Route
+from .layers import LS_PATH, BlockGates, LayerGates, Route
+from .method import Method, ModuleTensor
 from .sparse_config import SparseConfig
 from .transformer import Seq2SeqTransformer
 
@@ -183,8 +187,14 @@ class SparseTransformer(Seq2SeqTransformer):
     :meth:`set_training_step` (temperature and phase).
     """
 
-    def __init__(self, cfg: ModelConfig, vocab_size: int, languages: list[str]):
-        super().__init__(cfg, vocab_size, languages)
+    def __init__(
+        self,
+        cfg: ModelConfig,
+        vocab_size: int,
+        languages: list[str],
+        language_vocab_sizes: dict[str, int] | None = None,
+    ):
+        super().__init__(cfg, vocab_size, languages, language_vocab_sizes)
         self.sparse_scores = SparseScores(cfg, self.languages)
         self.training_step = 0
 
@@ -251,3 +261,52 @@ def selection_record(model: SparseTransformer) -> dict:
         "temperature": float(scores.temperature),
         "languages": langs,
     }
+
+
+class SparseMethod(Method):
+    """The adaptive sparse Transformer: its own model class (the gates), selection logits that
+    no bundle stores (each language's selected gates are exported instead, encoder groups in
+    its ``src`` module, decoder groups in its ``tgt`` module) and the selection recorded in
+    every checkpoint."""
+
+    name = "sparse"
+    kinds = ("sparse_scores",)
+    rule = "sparse_subnetwork"
+    model_class = SparseTransformer
+
+    def active(self, cfg: Any) -> bool:
+        return cfg.sparse is not None
+
+    def kind_of(self, param_name: str) -> str | None:
+        return "sparse_scores" if param_name.startswith(SCORES_PREFIX) else None
+
+    def stored(self, kind: str, lms_path: str) -> bool:
+        return False  # exported as gates: module_tensors
+
+    def fusion(self, model: Seq2SeqTransformer, lms_path: str = LS_PATH) -> Fusion:
+        return SparseSubnetwork()
+
+    def changes(self, fusion: Fusion) -> Callable[[str], bool]:
+        """Every layer's weights (scores folded in, FFN blocks sliced out, layers renumbered:
+        ``lsmt_bundle.fusions.sparse_subnetwork``): only those outside the layers compare."""
+        return lambda name: name.startswith(("encoder.layers.", "decoder.layers."))
+
+    def module_tensors(self, model: Seq2SeqTransformer, languages: list[str]) -> list[ModuleTensor]:
+        """Each language's selected sub-network as its inference gates (float32; 0 = dropped,
+        else the component's noise-free score, which assembling folds into the weights)."""
+        assert isinstance(model, SparseTransformer)
+        prefix = SparseSubnetwork().prefix
+        tensors = []
+        for group, gates in model.sparse_scores.inference_scores().items():
+            index = "src" if group.startswith("encoder_") else "tgt"
+            for lang in languages:
+                row = gates[model.languages.index(lang)].detach().cpu().float().numpy()
+                tensors.append(ModuleTensor(index, lang, f"{prefix}.{group}", row))
+        return tensors
+
+    def checkpoint_record(self, model: Seq2SeqTransformer) -> dict[str, Any]:
+        assert isinstance(model, SparseTransformer)
+        return {"sparse": selection_record(model)}
+
+
+SPARSE = SparseMethod()

@@ -7,7 +7,8 @@ route fixed, the model is a plain dense Transformer, which is what the exporter 
 The route reaches every block as part of a :class:`Conditioning` argument, and a training
 forward returns a :class:`ModelOutput`: the logits, the predictions of any other path that
 the loss scores too, and named auxiliary losses. The training step therefore never asks
-which method a model uses; a method adds its terms here or in a subclass.
+which method a model uses; a method adds its terms to the projections or blocks, or is a
+subclass (its registration in ``training.model.methods`` says which).
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from lsmt_core.tags import PAD_ID
 
 from ..fuse_distill import symmetric_kl
 from .config import ModelConfig
-from .laa import attach as attach_laa
 from .layers import (
     LS_PATH,
     NO_GATES,
@@ -43,7 +43,6 @@ from .layers import (
     resolve,
     split_language_specific,
 )
-from .lms import attach_lms
 from .nas import SearchLayer
 
 LayerCache = dict[str, KVCache]
@@ -287,13 +286,10 @@ class Seq2SeqTransformer(nn.Module):
             make = self._decoder_factory(blocks, language_specific_layers=False)
             own = LanguageSpecific(make, sorted(cfg.language_decoders), TARGET_DECODER.index)
             setattr(self, TARGET_DECODER.prefix, own)  # the bundle's name for it
-        # Language-conditioned terms (LMS, LAA, LEE): hooks that read the call's `cond`.
-        self.lms_linears = attach_lms(self, cfg.lms, self.languages)
-        attach_laa(self, cfg.laa, self.languages)
-        # Fuse Distillation trains both LMS paths on every batch (LMS paper eq. 3/4);
-        # evaluation and search run one, `lms_path` (the language-specific one by default).
+        # The language-conditioned methods (LMS, LAA, LEE) attach their parameters and terms
+        # after this (``build_model``). Fuse Distillation trains both LMS paths on every batch
+        # (LMS paper eq. 3/4); evaluation and search run the one they are given.
         self.training_paths = (LS_PATH, SHARED_PATH) if cfg.lms.fuse_distill else (LS_PATH,)
-        self.lms_path = LS_PATH
 
     def _build_decoder(self, blocks: _Blocks) -> nn.Module:
         """The decoder: one shared, or one per target language (``decoder_sharing``)."""
@@ -351,10 +347,13 @@ class Seq2SeqTransformer(nn.Module):
         auxiliary loss: none for a dense model (the sparse model overrides this)."""
         return None, None
 
-    def encode(self, src_ids: torch.Tensor, route: Route, pad_id: int = 0):
-        """Encoder states and the key mask (B, 1, 1, S), True where a token may be attended."""
+    def encode(
+        self, src_ids: torch.Tensor, route: Route, pad_id: int = 0, *, lms_path: str = LS_PATH
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Encoder states and the key mask (B, 1, 1, S), True where a token may be attended.
+        ``lms_path``: the LMS path (``shared``: a Fuse-Distillation model's shared pair)."""
         gates, _ = self.gates("encoder", route)
-        return self._encode(src_ids, Conditioning(route, self.lms_path), gates, pad_id)
+        return self._encode(src_ids, Conditioning(route, lms_path), gates, pad_id)
 
     def _encode(
         self, src_ids: torch.Tensor, cond: Conditioning, gates: SideGates, pad_id: int = 0
@@ -372,11 +371,13 @@ class Seq2SeqTransformer(nn.Module):
         cache: list[LayerCache] | None = None,
         offset: int = 0,
         output_ids: torch.Tensor | None = None,
+        *,
+        lms_path: str = LS_PATH,
     ) -> torch.Tensor:
         """Logits (B, T, V). With ``cache``, ``tgt_in`` holds only the new tokens at ``offset``.
         With ``output_ids`` (N,), logits (B, T, N) over those vocabulary rows only."""
         gates, _ = self.gates("decoder", route)
-        cond = Conditioning(route, self.lms_path)
+        cond = Conditioning(route, lms_path)
         return self._decode(tgt_in, memory, memory_mask, cond, gates, cache, offset, output_ids)
 
     def _decode(
@@ -418,16 +419,19 @@ class Seq2SeqTransformer(nn.Module):
         tgt_in: torch.Tensor,
         route: Route,
         output_ids: torch.Tensor | None = None,
+        *,
+        lms_path: str = LS_PATH,
     ) -> ModelOutput:
         """Teacher-forced logits (see :meth:`decode`) with what the loss needs besides them.
 
-        In training every path of :attr:`training_paths` runs (each its own encoder and
-        decoder pass); the first gives ``logits``, the others are scored alongside it and
-        distilled into it (Fuse Distillation, LMS paper eq. 4: the symmetric KL, summed over
-        the target tokens). Auxiliary losses of the gates (sparse model) are summed over the
-        passes and weighted by the batch's target tokens: one per batch, as the paper's loss.
+        In evaluation the LMS path ``lms_path`` runs; in training every path of
+        :attr:`training_paths` (each its own encoder and decoder pass): the first gives
+        ``logits``, the others are scored alongside it and distilled into it (Fuse
+        Distillation, LMS paper eq. 4: the symmetric KL, summed over the target tokens).
+        Auxiliary losses of the gates (sparse model) are summed over the passes and weighted
+        by the batch's target tokens: one per batch, as the paper's loss.
         """
-        paths = self.training_paths if self.training else (self.lms_path,)
+        paths = self.training_paths if self.training else (lms_path,)
         predictions, gate_losses = [], []
         for path in paths:
             cond = Conditioning(route, path)
