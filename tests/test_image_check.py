@@ -5,8 +5,9 @@ engine: on a fresh machine the base image and a cold build take many minutes (do
 
 The suite runs the server image's steps (`--steps server`: base image, build, health, the
 host's translations, uid 10001, 20 requests answered through `stop -t 40`, exit 0), about a
-minute and a half once the base image and the layers are cached; LSMT_IMAGE_CHECK_STEPS=all adds the loadtest image and the compose stack, as
-`make image-check` does, and `none` skips it (docs/deploy.md gives the times)."""
+minute and a half once the base image and the layers are cached; LSMT_IMAGE_CHECK_STEPS=all
+adds the loadtest image and the compose stack, as `make image-check` does, and `none` skips it
+(docs/deploy.md gives the times)."""
 
 from __future__ import annotations
 
