@@ -46,11 +46,9 @@ import sys
 import time
 import venv
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
-
+from .peers import Peers, best_under_target, translate
 from .results import write_results
 from .run import DEFAULT_CORPUS, read_stats, run_locust, traffic_sentences
 from .server_process import ROOT, ServiceProcess, free_port, metric_sum
@@ -121,14 +119,6 @@ def python_with(root: Path, requirements: list[str]) -> Path:
         subprocess.run(pip, check=True, timeout=1200)
         (root / "installed").write_text("\n".join(requirements))
     return python
-
-
-def translate(url: str, text: str, src: str, tgt: str) -> tuple[str, float]:
-    t0 = time.perf_counter()
-    body = {"q": text, "source": src, "target": tgt, "format": "text"}
-    r = httpx.post(f"{url}/translate", json=body, timeout=120)
-    r.raise_for_status()
-    return r.json()["translatedText"], time.perf_counter() - t0
 
 
 def lsmt_server(bundle: Path, engine_cache: Path | None) -> ServiceProcess:
@@ -239,17 +229,6 @@ def measure(
         return out
 
 
-@dataclass
-class Peers:
-    """What a run measures: the routes, their held-out sentences, and how to start and settle
-    each server."""
-
-    routes: list[tuple[str, str]]
-    sentences: dict[str, list[str]]
-    source: str  # where the sentences come from
-    servers: dict[str, tuple[Callable[[], ServiceProcess], Callable[[ServiceProcess], dict]]]
-
-
 def prepare(args: argparse.Namespace) -> Peers:
     """The traffic file, the Argos packages and LibreTranslate's virtualenv (when it is
     measured), and the servers to start."""
@@ -351,12 +330,6 @@ def table(result: dict, target_ms: float) -> list[dict]:
         {"measure": name, **{p: float(get(result[p]) or 0.0) for p in PEERS}}
         for name, get in measures.items()
     ]
-
-
-def best_under_target(steps: list[dict], target_ms: float) -> float:
-    """The most requests a second of a step whose p95 stayed within the target (0: none)."""
-    ok = [s["requests_per_s"] or 0.0 for s in steps if (s["p95_ms"] or 0) <= target_ms]
-    return max(ok, default=0.0)
 
 
 def plot(result: dict, out: Path, target_ms: float) -> None:

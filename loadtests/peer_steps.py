@@ -14,21 +14,16 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from .peers import Peers, best_under_target, translate
 from .results import write_results
 from .run import read_stats, run_locust
 from .server_process import ServiceProcess
-
-if TYPE_CHECKING:
-    from .peer import Peers
 
 SHORT_CHARS = 150  # a web page's sentences: the held-out ones up to this length
 
 
 def stepped(args: argparse.Namespace, peers: Peers, result: dict) -> dict:
-    from .peer import best_under_target, translate
-
     short = {lang: [s for s in lines if len(s) <= SHORT_CHARS] or lines
              for lang, lines in peers.sentences.items()}  # fmt: skip
     traffic = args.out / "page_traffic.json"

@@ -30,23 +30,42 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import TYPE_CHECKING
+from concurrent.futures import Executor
+from typing import TYPE_CHECKING, Protocol
 
 from lsmt_bundle.contracts import Engine
 
 from .engine_slots import EngineSlot, State, wait_until_idle
+from .metrics import Metrics
+from .settings import Settings
 
 if TYPE_CHECKING:
     from .engine_loader import Loader
-    from .engine_registry import EngineRegistry
 
 log = logging.getLogger("server.bulk_twin")
+
+
+class TwinsRegistry(Protocol):
+    """What the twins use of ``server.engine_registry.EngineRegistry`` (which holds them: a
+    Protocol, not an import of it, so the two modules do not import each other)."""
+
+    settings: Settings
+    metrics: Metrics
+    executor: Executor
+    slots: dict[str, EngineSlot]
+    device_budget: int
+    reserved: int  # bytes promised to loads in progress; a twin opening takes its share
+
+    @property
+    def device_bytes(self) -> int: ...
+
+    def changed(self) -> None: ...
 
 
 class BulkTwins:
     """The bulk twins of a registry's engines (the module docstring)."""
 
-    def __init__(self, registry: EngineRegistry, loader: Loader) -> None:
+    def __init__(self, registry: TwinsRegistry, loader: Loader) -> None:
         self.registry = registry
         self.loader = loader
         self.enabled = registry.settings.bulk_twins
