@@ -132,25 +132,3 @@ def test_the_shipped_weights_export_to_the_shipped_bundle_byte_for_byte(tmp_path
     )
     again = json.loads((tmp_path / "again" / "manifest.json").read_text())
     assert again == json.loads((default / "manifest.json").read_text())
-
-
-CHECKPOINTS = Path(__file__).parent / "data" / "checkpoints" / "methods_0dbd2c5.pt"
-
-
-def test_checkpoints_written_before_the_registrations_load_and_decode_the_same():
-    """A tiny model of each method (LMS with fuse distillation, language-wise LMS on attention,
-    LAA with LEE, LMS with LAA, sparse, LSL, the hybrid), its weights and its logits on a fixed
-    batch written by the code at 0dbd2c5, before the registrations: today's builder makes the
-    same parameters (strict load) and the same logits from them."""
-    from training.model.config import ModelConfig
-
-    saved = torch.load(CHECKPOINTS)
-    assert len(saved["models"]) == 7
-    for name, model in saved["models"].items():
-        config = ModelConfig.model_validate(model["config"])
-        m = build_model(config, saved["vocab"], saved["languages"]).eval()
-        state = {k: v.float() if v.is_floating_point() else v for k, v in model["state"].items()}
-        m.load_state_dict(state, strict=True)
-        with torch.no_grad():
-            logits = m(saved["src"], saved["tgt_in"], Route("de", "en")).logits
-        torch.testing.assert_close(logits, model["logits"], rtol=0, atol=1e-5, msg=name)
