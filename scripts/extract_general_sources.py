@@ -17,12 +17,17 @@ What it writes (our language codes; one xz-compressed TSV per file, UTF-8, no he
 - ``ud_pud/<lang>.tsv.xz``: ``sent_id<TAB>text``, the PUD treebank's sentences (multi-parallel
   by ``sent_id``);
 - ``xquad/<lang>.tsv.xz``: ``question id<TAB>paragraph number<TAB>question``, XQuAD's
-  questions (multi-parallel by id).
+  questions (multi-parallel by id);
+- ``wiktionary/en-<lang>.tsv.xz``: ``English<TAB>translation``, a lexicon from the English
+  Wiktionary's translation tables (open-dsl-dict/wiktionary-dict's one-way DSL files): per
+  headword and part of speech its main sense (the one Wiktionary gives a pronunciation, else
+  every sense), the first translation of each.
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import io
 import json
 import lzma
@@ -53,6 +58,26 @@ TICO_REPO = "tico-19+tico-19.github.io"
 # Brazilian Portuguese)
 TICO_LANGS = {"ar": "ar", "es": "es-LA", "fr": "fr", "pt": "pt-BR", "ru": "ru"}
 XQUAD_LANGS = ("ar", "de", "en", "es", "ru")
+WIKTIONARY_REPO = "open-dsl-dict+wiktionary-dict"
+# our code -> the dictionary's (Standard Arabic is ``arb``)
+WIKTIONARY_LANGS = {
+    "ar": "arb",
+    "de": "de",
+    "es": "es",
+    "fr": "fr",
+    "it": "it",
+    "pt": "pt",
+    "ru": "ru",
+}
+# a sense whose gloss carries one of these labels is not what a translation should say
+WIKTIONARY_SKIP = re.compile(
+    r"\b(archaic|obsolete|dated|rare|dialect(al)?|slang|vulgar|offensive|derogatory|pejorative)\b",
+    re.IGNORECASE,
+)
+WIKTIONARY_MAX_WORDS = 6
+# words whose translation depends on the sentence (function words, affixes, abbreviations):
+# alone they teach the wrong thing ("of" -> "moins")
+WIKTIONARY_KEEP_POS = {"n", "adj", "v", "prop", "adv", "phrase", "interj", "proverb", "num"}
 _SPACE = re.compile(r"\s+")
 
 
@@ -171,6 +196,73 @@ def xquad(mirror: Mirror) -> dict[str, int]:
     return counts
 
 
+def _dsl_translation(line: str) -> str:
+    """The first translation of a DSL ``[m1]...[/m]`` line, without gender and part-of-speech
+    tags, transliterations, qualifiers or notes; "" when none is left."""
+    body = line.strip().removeprefix("[m1]").removesuffix("[/m]")
+    body = re.sub(r"\[c gray\].*?\[/c\]|\[p\].*?\[/p\]|\[i\].*?\[/i\]", " ", body)
+    body = re.sub(r"\\\[.*?\\\]|\(.*?\)|/[^/]*/", " ", body)  # \[qualifier\], (note), /translit/
+    first = one_line(body.split(",")[0])
+    # markup left over, a grammar note ("le + comp.", "...") or nothing but punctuation
+    return "" if re.search(r"[\[\]<>{}=/\\+…]|\.\.|^\W*$", first) else first
+
+
+def _dsl_senses(text: str) -> list[tuple[str, str, bool, str, str]]:
+    """(headword, part of speech, has a pronunciation, gloss, first translation) per sense of a
+    one-way DSL dictionary; senses that only point elsewhere (``SEE:``) are left out."""
+    senses = []
+    for entry in text.split("\n\n"):
+        lines = entry.strip("\n").split("\n")
+        if (
+            len(lines) < 3
+            or lines[0].startswith(("#", "\t"))
+            or not lines[2].strip().startswith("[m1]")
+        ):
+            continue
+        head, sense = lines[0].strip(), lines[1]
+        pos = re.search(r"\[p\]<([^>]*)>\[/p\]", sense)
+        gloss = re.search(r"\((.*)\)", sense)
+        senses.append(
+            (
+                head,
+                pos.group(1) if pos else "",
+                "[c gray]/" in sense,
+                gloss.group(1) if gloss else "",
+                _dsl_translation(lines[2]),
+            )
+        )
+    return senses
+
+
+def wiktionary(mirror: Mirror) -> dict[str, int]:
+    counts = {}
+    for ours, theirs in WIKTIONARY_LANGS.items():
+        raw = mirror.read(f"dsl/oneway/en-{theirs}-enwiktionary.dsl.dz")
+        senses = _dsl_senses(gzip.decompress(raw).decode("utf-16"))
+        # the main sense of a headword and part of speech is the one with a pronunciation
+        # (Wiktionary lists it first); where none has one, every sense is kept
+        main = {(h, p) for h, p, spoken, _, _ in senses if spoken}
+        rows, seen = [], set()
+        for head, pos, spoken, gloss, target in senses:
+            pair = (head, target)
+            if (
+                not target
+                or pos not in WIKTIONARY_KEEP_POS
+                # an English note where the language writes in another script ("Not used in
+                # Russian")
+                or (LANGUAGE_EDITIONS[ours].script != "Latin" and re.search("[A-Za-z]", target))
+                or ((head, pos) in main and not spoken)
+                or WIKTIONARY_SKIP.search(gloss)
+                or max(len(head.split()), len(target.split())) > WIKTIONARY_MAX_WORDS
+                or pair in seen
+            ):
+                continue
+            seen.add(pair)
+            rows.append(pair)
+        counts[f"en-{ours}"] = write_rows(OUT / "wiktionary" / f"en-{ours}.tsv.xz", rows)
+    return counts
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--mirrors", type=Path, required=True, help="folder of owner+name/repo mirrors")
@@ -178,12 +270,14 @@ def main() -> None:
     tatoeba_mirror = Mirror(args.mirrors, TATOEBA_REPO)
     tico_mirror = Mirror(args.mirrors, TICO_REPO)
     xquad_mirror = Mirror(args.mirrors, "deepmind+xquad")
+    wiktionary_mirror = Mirror(args.mirrors, WIKTIONARY_REPO)
     pud_counts, pud_commits = ud_pud(args.mirrors)
     record = {
         "tatoeba": {"commit": tatoeba_mirror.commit, "rows": tatoeba(tatoeba_mirror)},
         "tico19": {"commit": tico_mirror.commit, "rows": tico19(tico_mirror)},
         "ud_pud": {"commits": pud_commits, "rows": pud_counts},
         "xquad": {"commit": xquad_mirror.commit, "rows": xquad(xquad_mirror)},
+        "wiktionary": {"commit": wiktionary_mirror.commit, "rows": wiktionary(wiktionary_mirror)},
     }
     (OUT / "extracted.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(record, indent=2))

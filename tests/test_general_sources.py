@@ -19,9 +19,8 @@ from lsmt_text.data.sources.general import GENERAL_DIR
 from lsmt_text.data.testsets import known_testsets, load_testset, ntrex_lines
 
 REPO = Path(__file__).resolve().parents[1]
-GENERAL = ("tatoeba", "tico19", "ud-pud", "xquad")
-FOLDERS = {"tatoeba": "tatoeba", "tico19": "tico19", "ud-pud": "ud_pud", "xquad": "xquad"}
-FIELDS = {"tatoeba": 2, "tico19": 3, "ud_pud": 2, "xquad": 3}
+GENERAL = ("tatoeba", "tico19", "ud-pud", "xquad", "wiktionary")
+FIELDS = {"tatoeba": 2, "tico19": 3, "ud_pud": 2, "xquad": 3, "wiktionary": 2}
 
 
 def read(source: str, lang: str):
@@ -65,6 +64,29 @@ def test_tatoeba_pairs_join_only_within_their_file():
     assert {fr[k].doc for k in same} == {en["en-fr:0"].doc}
 
 
+def test_the_lexicon_gives_each_word_its_main_sense_in_the_language_s_script():
+    en, fr, ru, ar = (read("wiktionary", lang) for lang in ("en", "fr", "ru", "ar"))
+    assert SOURCES["wiktionary"].languages == ("ar", "de", "en", "es", "fr", "it", "pt", "ru")
+
+    def lexicon(target):
+        return {(en[k].text, target[k].text) for k in en.keys() & target.keys()}
+
+    french, russian, arabic = lexicon(fr), lexicon(ru), lexicon(ar)
+    # the sense Wiktionary gives a pronunciation, not every sense ("station" -> "gare" only)
+    assert {("Tuesday", "mardi"), ("government", "gouvernement"), ("station", "gare")} <= french
+    assert not {t for s, t in french if s == "station"} - {"gare"}
+    assert ("Tuesday", "вторник") in russian and ("government", "حكومة") in arabic
+    # function words are left out: alone, their translation teaches the wrong thing
+    assert not {s for s, _ in french} & {"of", "the", "a", "to"}
+    # no English note stands in for a translation in another script ("Not used in Russian")
+    assert not [t for _, t in russian | arabic if any("a" <= c.lower() <= "z" for c in t)]
+    assert max(len(t.split()) for _, t in french) <= 6
+
+
+def test_the_lexicon_is_train_only():
+    assert {SOURCES["wiktionary"].split_of(doc) for doc in ("a", "b", "c")} == {"train"}
+
+
 @pytest.mark.parametrize(
     ("source", "langs", "key", "doc"),
     [
@@ -103,7 +125,7 @@ def test_a_side_that_is_an_ntrex_sentence_is_filtered():
 
 @pytest.fixture(scope="module")
 def general_corpus(tmp_path_factory) -> tuple[Path, str]:
-    """Bible (Luke, Acts, Romans) and the four general sources, ar en fr, every direction,
+    """Bible (Luke, Acts, Romans) and the five general sources, ar en fr, every direction,
     built through the command line; returns (corpus dir, printed output)."""
     out = tmp_path_factory.mktemp("general") / "corpus"
     r = subprocess.run(
@@ -131,9 +153,16 @@ def test_general_corpus_records_its_sources_and_holds_out_whole_slices(general_c
     assert per_source["tatoeba"] > 8000 and per_source["tico19"] > 2000
     assert "xquad" not in per_source  # XQuAD has no French
     assert stats["pairs_by_source"]["train"]["ar-en"]["xquad"] > 1000
+    # the lexicon trains en-fr and ar-en both ways, never a pair without English, never held out
+    assert per_source["wiktionary"] > 20000
+    assert stats["pairs_by_source"]["train"]["ar-en"]["wiktionary"] > 5000
+    assert "wiktionary" not in stats["pairs_by_source"]["train"].get("ar-fr", {})
+    for split in ("dev", "test"):
+        assert not any("wiktionary" in by for by in stats["pairs_by_source"][split].values())
 
     # the everyday slice is a named test set, in every direction Tatoeba has
     assert {"tatoeba-test", "tico19-test", "ud-pud-test"} <= set(known_testsets(out))
+    assert "wiktionary-test" not in known_testsets(out)
     everyday = load_testset("tatoeba-test", out)
     assert set(everyday) == {("ar", "en"), ("en", "ar"), ("en", "fr"), ("fr", "en"),
                              ("ar", "fr"), ("fr", "ar")}  # fmt: skip

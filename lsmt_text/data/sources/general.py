@@ -1,18 +1,20 @@
 """General-domain text committed in this repository (``lsmt_text/data/general/``, written by
 ``scripts/extract_general_sources.py`` from public repositories; licences and attribution in
 that folder's README): everyday sentences (Tatoeba), health and news (TICO-19), news and
-Wikipedia (the UD PUD treebanks), questions about Wikipedia paragraphs (XQuAD).
+Wikipedia (the UD PUD treebanks), questions about Wikipedia paragraphs (XQuAD), and a
+lexicon: words and short phrases from Wiktionary's translation tables.
 
 Keys join the languages as the other sources do. The multi-parallel sources key a segment by
 the unit's own id (a TICO-19 ``tuid``, a PUD ``sent_id``, an XQuAD question id), so every
-two languages pair up. Tatoeba comes as pair files: a key names its file and line
-(``en-fr:41``), so only the file's two languages share it.
+two languages pair up. Tatoeba and the lexicon come as pair files: a key names its file and
+line (``en-fr:41``), so only the file's two languages share it.
 
 A document is what the split holds out whole: a run of 20 consecutive TICO-19 units of one
 source document, a PUD document, an XQuAD paragraph; for Tatoeba the English side (else the
 first side) of the pair, normalised, so a sentence and its other translations in that file go
 to the same split. The corpus build then removes from dev and train every pair that shares a
-normalised segment with a held-out one, across files and sources.
+normalised segment with a held-out one, across files and sources. The lexicon is train only:
+a word alone says little about how a sentence is translated, so it is not scored.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ def _rows(path: Path) -> Iterator[list[str]]:
             yield line.rstrip("\n").split("\t")
 
 
-def read_tatoeba(roots: list[Path], lang: str) -> Segments:
+def read_pair_files(roots: list[Path], lang: str) -> Segments:
     out: Segments = {}
     for root in roots:
         for path in sorted(root.glob("*.tsv.xz")):
@@ -97,7 +99,7 @@ TATOEBA = _committed(
     licence="CC-BY-2.0-FR",
     description="Tatoeba sentence pairs (everyday sentences; the Tatoeba Challenge test sets "
     "v2021-08-07 in Helsinki-NLP/OPUS-MT-testsets)",
-    read=read_tatoeba,
+    read=read_pair_files,
 )
 TICO19 = _committed(
     "tico19",
@@ -122,4 +124,14 @@ XQUAD = _committed(
     description="XQuAD questions about Wikipedia paragraphs (deepmind/xquad)",
     read=read_xquad,
 )
-SOURCES = (TATOEBA, TICO19, UD_PUD, XQUAD)
+WIKTIONARY = _committed(
+    "wiktionary",
+    name="wiktionary",
+    licence="CC-BY-SA-3.0",
+    description="a lexicon from the English Wiktionary's translation tables: the main sense's "
+    "first translation of each word or short phrase (open-dsl-dict/wiktionary-dict); train only",
+    read=read_pair_files,
+    split_of=lambda doc: "train",
+)
+# the lexicon last: a pair it shares with a sentence source is counted as the sentence's
+SOURCES = (TATOEBA, TICO19, UD_PUD, XQUAD, WIKTIONARY)
