@@ -78,8 +78,10 @@ class TranslationService:
     ) -> Options:
         return validate_options(self.settings, beam_size, num_alternatives, max_length)
 
-    def validate_texts(self, texts: list[str], *, limit_count: bool = True) -> None:
-        validate_texts(self.settings, texts, limit_count=limit_count)
+    def validate_texts(
+        self, texts: list[str], *, limit_count: bool = True, blank_ok: bool = False
+    ) -> None:
+        validate_texts(self.settings, texts, limit_count=limit_count, blank_ok=blank_ok)
 
     def validate_languages(self, source: str, target: str, model: str | None) -> None:
         self.catalogue.validate_languages(source, target, model)

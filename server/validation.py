@@ -56,9 +56,12 @@ def validate_options(
     return Options(beam, n_alt, max_len)
 
 
-def validate_texts(s: Settings, texts: list[str], *, limit_count: bool = True) -> None:
+def validate_texts(
+    s: Settings, texts: list[str], *, limit_count: bool = True, blank_ok: bool = False
+) -> None:
     """At least one text, at most ``max_texts`` (when ``limit_count``), each holding something
-    to translate, valid Unicode and at most ``max_chars_per_text`` characters."""
+    to translate (or, with ``blank_ok``, at least one character: whitespace only passes),
+    valid Unicode and at most ``max_chars_per_text`` characters."""
     if not texts:
         raise InvalidRequest("empty_text", "No text given: send at least one non-empty text.")
     if limit_count and len(texts) > s.max_texts:
@@ -68,11 +71,11 @@ def validate_texts(s: Settings, texts: list[str], *, limit_count: bool = True) -
             limit=s.max_texts,
         )
     for i, t in enumerate(texts):
-        if not t.strip():
+        if not (t if blank_ok else t.strip()):
             raise InvalidRequest(
                 "empty_text",
-                f"Text {i} is empty or whitespace only; every text must contain something "
-                "to translate.",
+                f"Text {i} is {'empty' if blank_ok else 'empty or whitespace only'}; every "
+                "text must contain something to translate.",
                 index=i,
             )
         bad = _SURROGATE.search(t)

@@ -354,6 +354,25 @@ def test_peer_agreement_counts_identical_outputs():
     assert result["identical_but_formatting"] == 3  # LibreTranslate's case and punctuation
 
 
+def test_lt_front_end_without_libretranslate_says_so(tmp_path):
+    """``loadtests.lt_front_end`` drives LibreTranslate's own page, which needs the package
+    (not a dependency of LSMT: its recorded run is in docs/benchmarks.md); without it the
+    script says where it looked. Its matcher finds the page's request for a text, line breaks
+    sent as a form sends them (CRLF)."""
+    from types import SimpleNamespace
+
+    from loadtests.lt_front_end import _form_fields, _translating, main
+
+    with pytest.raises(SystemExit, match="no libretranslate package"):
+        main(["--libretranslate", str(tmp_path), "--out", str(tmp_path / "out")])
+    body = '--b\r\nContent-Disposition: form-data; name="q"\r\n\r\nA\r\nB\r\n--b--\r\n'
+    response = SimpleNamespace(url="http://127.0.0.1:1/translate",
+                               request=SimpleNamespace(post_data=body))  # fmt: skip
+    assert _translating("A\nB")(response) and not _translating("A")(response)
+    assert _form_fields(body, "multipart/form-data; boundary=b") == ["q"]
+    assert _form_fields("q=x&source=en", "application/x-www-form-urlencoded") == ["q", "source"]
+
+
 def test_eviction_churn_on_the_default_model(tmp_path):
     """Two engines' room for eight routes: every request answered, engines evicted and loaded
     again, memory judged flat; JSON, CSV and plot saved."""

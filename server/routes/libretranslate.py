@@ -2,7 +2,10 @@
 ``POST /detect``, and what its web front end reads: ``GET /frontend/settings``, ``POST
 /suggest`` (file translation: ``routes.files``).
 
-Bodies may be JSON or ``application/x-www-form-urlencoded`` (what ``libretranslatepy`` sends).
+Bodies may be JSON, ``application/x-www-form-urlencoded`` (what ``libretranslatepy`` sends) or
+``multipart/form-data`` (what LibreTranslate's web page sends: a ``FormData``; file parts are
+ignored, as LibreTranslate ignores them outside ``/translate_file``). A form's CRLF line
+breaks are read as LF, as LibreTranslate reads them.
 Fields of ``/translate``: ``q`` (string or list), ``source`` (code or ``auto``), ``target``,
 ``format`` (``text`` or ``html``), ``alternatives`` (int), ``api_key``.
 Errors are ``{"error": "<message>", "details": {"code": ..., ...}}`` with the usual status.
@@ -21,6 +24,8 @@ from urllib.parse import parse_qs
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ValidationError
+from starlette.exceptions import HTTPException
+from starlette.formparsers import MultiPartException
 
 from ..auth import Caller, admit, anonymous_allowed, identify, key_from_request
 from ..bundles import language_name
@@ -48,6 +53,36 @@ from ..service import TranslationService
 router = APIRouter(tags=["LibreTranslate compatible"])
 
 
+BODY_TYPES = ("application/json", "application/x-www-form-urlencoded", "multipart/form-data")
+
+
+async def _multipart_fields(request: Request) -> JSONObject:
+    """The text parts of a multipart form (read from the body already read); a repeated name
+    gives a list, as in a urlencoded form."""
+    try:
+        form = await request.form()
+    except (MultiPartException, HTTPException) as exc:
+        reason = getattr(exc, "detail", None) or getattr(exc, "message", None) or str(exc)
+        raise bad_request(
+            "malformed_body", f"The multipart body cannot be read ({reason})."
+        ) from None
+    try:
+        values: dict[str, list[str]] = {}
+        for k, v in form.multi_items():
+            if isinstance(v, str):
+                values.setdefault(k, []).append(v)
+    finally:
+        await form.close()
+    return {k: _lf(v[0]) if len(v) == 1 else [_lf(x) for x in v] for k, v in values.items()}
+
+
+def _lf(value: str) -> str:
+    """A form field's line breaks as LF: a browser sends a form's line breaks as CRLF (the
+    HTML form encodings), so a text would count more characters than its box showed and its
+    page limited it to. LibreTranslate reads form fields so too."""
+    return value.replace("\r\n", "\n")
+
+
 async def read_fields(request: Request) -> JSONObject:
     body = await request.body()
     ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
@@ -72,13 +107,15 @@ async def read_fields(request: Request) -> JSONObject:
         except UnicodeDecodeError:
             raise bad_request("malformed_body", "The form body is not UTF-8.") from None
         for k, v in parsed.items():
-            fields[k] = v[0] if len(v) == 1 else v
+            fields[k] = _lf(v[0]) if len(v) == 1 else [_lf(x) for x in v]
+    elif ctype == "multipart/form-data":
+        fields.update(await _multipart_fields(request))
     else:
         raise ApiError(
             415,
             "unsupported_media_type",
             f"Content-Type {ctype!r} is not supported.",
-            allowed=["application/json", "application/x-www-form-urlencoded"],
+            allowed=list(BODY_TYPES),
         )
     for name, value in request.query_params.multi_items():
         fields.setdefault(name, value)
@@ -117,16 +154,13 @@ Fields = Annotated[AuthenticatedFields, Depends(authenticated_fields)]
 
 
 def request_body(model: type[BaseModel]) -> JSONObject:
-    """OpenAPI request body of a LibreTranslate endpoint: the model, as JSON or as a form
-    (``server.openapi`` adds the model to the components)."""
+    """OpenAPI request body of a LibreTranslate endpoint: the model, as JSON, as a form
+    or a multipart form (``server.openapi`` adds the model to the components)."""
     schema = {"$ref": f"#/components/schemas/{model.__name__}"}
     return {
         "requestBody": {
             "required": True,
-            "content": {
-                "application/json": {"schema": schema},
-                "application/x-www-form-urlencoded": {"schema": schema},
-            },
+            "content": {ctype: {"schema": schema} for ctype in BODY_TYPES},
         }
     }
 
@@ -182,18 +216,32 @@ async def lt_translate(
     single = isinstance(req.q, str)
     texts: list[str] = [req.q] if isinstance(req.q, str) else list(req.q)
     source, target = req.source, req.target
+    # A text of spaces or line breaks only is answered as it is, as LibreTranslate answers it:
+    # its web page sends what is in its box once typing pauses, a lone line break included, and
+    # an error would replace the page's whole form. An empty text is still refused.
+    service.validate_texts(texts, blank_ok=True)
     opts = service.validate_options(None, req.alternatives, None)
     caller = authenticated.caller
     terms = await request_terms(state, caller, source, target, req.glossary, req.do_not_translate)
     await admit(state, authenticated.caller, sum(len(t) for t in texts))
     deadline = time.monotonic() + state.settings.request_timeout_s
     html = req.format == "html"
-    translated = await translate_texts(
-        service, texts, source, target, opts, None, html, terms, deadline, client
-    )
-    # an HTML document is detected whole: it has a detected language only if it had text
-    detected = [_detected(r, r.detected_confidence is not None if html else source == "auto")
-                for r in translated]  # fmt: skip
+    filled = [i for i, t in enumerate(texts) if t.strip()]
+    if filled:
+        done = await translate_texts(
+            service, [texts[i] for i in filled], source, target, opts, None, html, terms,
+            deadline, client,
+        )  # fmt: skip
+    else:
+        service.validate_languages(source, target, None)
+        done = []
+    by_index = dict(zip(filled, done, strict=True))
+    translated = [by_index.get(i) or TextResult(text=t, source=source) for i, t in enumerate(texts)]
+    # an HTML document is detected whole: it has a detected language only if it had text; a
+    # blank text has none
+    detected = [_detected(r, i in by_index and (r.detected_confidence is not None if html
+                                                else source == "auto"))
+                for i, r in enumerate(translated)]  # fmt: skip
     alternatives = [[a.text for a in r.alternatives] for r in translated]
     if single:
         return LTTranslateResponse(

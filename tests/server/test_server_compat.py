@@ -180,6 +180,105 @@ def test_lt_errors_are_libretranslate_shaped(srv):
     assert r.status_code == 415
 
 
+def _form_data(fields: dict[str, str]) -> dict[str, tuple[None, str]]:
+    """Fields as multipart parts without file names: what a browser's FormData sends."""
+    return {k: (None, v) for k, v in fields.items()}
+
+
+def test_lt_web_page_multipart_translate(srv, keyed):
+    """LibreTranslate's web page posts a FormData (multipart/form-data): q, source, target,
+    format, alternatives (a string) and api_key (empty without a key). Answered as a JSON or
+    urlencoded body is; detection works from it; a key in the form is checked."""
+    page = {"q": DE, "source": "auto", "target": "en", "format": "text", "alternatives": "3",
+            "api_key": ""}  # fmt: skip
+    r = httpx.post(f"{srv.url}/translate", files=_form_data(page), timeout=60)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert isinstance(body["translatedText"], str) and body["translatedText"].strip()
+    assert body["detectedLanguage"]["language"] == "de"
+    assert len(body["alternatives"]) == 3
+    as_json = httpx.post(f"{srv.url}/translate", json={**page, "alternatives": 3}, timeout=60)
+    assert as_json.json() == body
+    # a repeated q is a list, as in a urlencoded form; a file part is ignored
+    parts = [("q", (None, EN)), ("q", (None, EN)), ("source", (None, "en")),
+             ("target", (None, "de")), ("extra", ("a.txt", b"x", "text/plain"))]  # fmt: skip
+    r = httpx.post(f"{srv.url}/translate", files=parts, timeout=60)
+    assert r.status_code == 200, r.text
+    assert len(r.json()["translatedText"]) == 2
+    r = httpx.post(f"{srv.url}/detect", files=_form_data({"q": DE}), timeout=60)
+    assert r.status_code == 200 and r.json()[0]["language"] == "de"
+    # api_key in the form (the page's key from its "Set API Key" prompt)
+    r = httpx.post(f"{keyed.url}/translate", files=_form_data(page), timeout=60)
+    assert r.status_code == 401 and r.json()["error"]
+    keyed_page = {**page, "api_key": "s3cret-key"}
+    r = httpx.post(f"{keyed.url}/translate", files=_form_data(keyed_page), timeout=60)
+    assert r.status_code == 200, r.text
+    bad = {**page, "api_key": "wrong"}
+    assert (
+        httpx.post(f"{keyed.url}/translate", files=_form_data(bad), timeout=60).status_code == 403
+    )
+
+
+def test_lt_blank_text_is_answered_as_it_is(srv):
+    """LibreTranslate's page sends what is in its box once typing pauses, a lone space or line
+    break included; LibreTranslate answers it as it is, and an error would replace the page's
+    whole form. An empty text is still refused; a blank text in a list keeps its place."""
+    page = {"q": " \n", "source": "auto", "target": "en", "format": "text", "alternatives": "3",
+            "api_key": ""}  # fmt: skip
+    r = httpx.post(f"{srv.url}/translate", files=_form_data(page), timeout=60)
+    assert r.status_code == 200, r.text
+    assert r.json() == {"translatedText": " \n"}
+    crlf = {**page, "q": "\r\n"}  # a browser's form sends the box's line breaks as CRLF
+    r = httpx.post(f"{srv.url}/translate", files=_form_data(crlf), timeout=60)
+    assert r.status_code == 200 and r.json() == {"translatedText": "\n"}, r.text
+    html_body = {**page, "q": "  ", "format": "html"}
+    r = httpx.post(f"{srv.url}/translate", files=_form_data(html_body), timeout=60)
+    assert r.status_code == 200 and r.json() == {"translatedText": "  "}, r.text
+    listed = {"q": [DE, "  ", EN], "source": "auto", "target": "fr"}
+    r = httpx.post(f"{srv.url}/translate", json=listed, timeout=60)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["translatedText"][1] == "  " and all(body["translatedText"][i] for i in (0, 2))
+    assert [d and d["language"] for d in body["detectedLanguage"]] == ["de", None, "en"]
+    r = httpx.post(f"{srv.url}/translate", json={"q": "", "source": "en", "target": "de"})
+    assert r.status_code == 400 and r.json()["details"]["code"] == "empty_text"
+    # the languages are still checked when there is nothing to translate
+    r = httpx.post(f"{srv.url}/translate", json={"q": " ", "source": "en", "target": "xx"})
+    assert r.status_code == 400, r.text
+
+
+def test_lt_form_line_breaks_count_as_the_page_counted_them(make_server):
+    """The page limits its box to charLimit characters, a line break counting one; its form
+    sends each as CRLF. Read as LF, a text at the limit is within it (urlencoded too)."""
+    s = make_server(max_chars_per_text=12)
+    text = "Follow\nme.\nN"  # 12 characters in the box, 14 as the form sends them
+    fields = {"q": text.replace("\n", "\r\n"), "source": "en", "target": "de"}
+    for sent in ({"files": _form_data(fields)}, {"data": fields}):
+        r = httpx.post(f"{s.url}/translate", timeout=60, **sent)
+        assert r.status_code == 200, r.text
+        assert "\r" not in r.json()["translatedText"]
+    too_long = {**fields, "q": fields["q"] + "!"}
+    r = httpx.post(f"{s.url}/translate", files=_form_data(too_long), timeout=60)
+    assert r.status_code == 413 and r.json()["details"]["code"] == "text_too_long", r.text
+
+
+def test_lt_malformed_multipart_is_a_clear_400(srv):
+    r = httpx.post(
+        f"{srv.url}/translate",
+        content=b"--b\r\nContent-Disposition: form-data; name=q\r\n\r\nunterminated",
+        headers={"content-type": "multipart/form-data; boundary=b"},
+    )
+    # an unfinished part is dropped by the parser: q is then missing
+    assert r.status_code == 400 and r.json()["details"]["code"] == "missing_field", r.text
+    r = httpx.post(
+        f"{srv.url}/translate",
+        content=b"no boundary",
+        headers={"content-type": "multipart/form-data"},
+    )
+    assert r.status_code == 400, r.text
+    assert r.json()["details"]["code"] == "malformed_body"
+
+
 # API keys -----------------------------------------------------------------------------------
 
 

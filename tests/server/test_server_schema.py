@@ -105,7 +105,11 @@ def test_document_states_configured_ranges(srv):
     lt = doc["components"]["schemas"]["LTTranslateRequest"]["properties"]
     assert lt["alternatives"]["maximum"] == limits.max_alternatives
     body = doc["paths"]["/translate"]["post"]["requestBody"]["content"]
-    assert set(body) == {"application/json", "application/x-www-form-urlencoded"}
+    assert set(body) == {
+        "application/json",
+        "application/x-www-form-urlencoded",
+        "multipart/form-data",
+    }
     assert "503" in doc["paths"]["/readyz"]["get"]["responses"]
     assert "text/plain" in doc["paths"]["/metrics"]["get"]["responses"]["200"]["content"]
     assert "post" in doc["paths"]["/languages"]
