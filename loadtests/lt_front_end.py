@@ -156,7 +156,7 @@ def _form_fields(body: str | None, ctype: str) -> list[str]:
     if not body:
         return []
     if ctype.startswith("multipart/form-data"):
-        return re.findall(r'name="([^"]+)"', body)
+        return re.findall(r'; name="([^"]+)"', body)  # not filename=
     if ctype.startswith("application/json"):
         try:
             return sorted(json.loads(body))

@@ -370,6 +370,8 @@ def test_lt_front_end_without_libretranslate_says_so(tmp_path):
                                request=SimpleNamespace(post_data=body))  # fmt: skip
     assert _translating("A\nB")(response) and not _translating("A")(response)
     assert _form_fields(body, "multipart/form-data; boundary=b") == ["q"]
+    part = 'Content-Disposition: form-data; name="file"; filename="a.txt"'
+    assert _form_fields(part, "multipart/form-data; boundary=b") == ["file"]
     assert _form_fields("q=x&source=en", "application/x-www-form-urlencoded") == ["q", "source"]
 
 
