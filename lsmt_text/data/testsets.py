@@ -76,13 +76,21 @@ def corpus_pairs(data_dir: Path | str, split: str, source: str | None = None) ->
 
 
 def known_testsets(data_dir: Path | str | None = None) -> list[str]:
-    """The names :func:`load_testset` accepts (with a corpus: its sources' slices too)."""
+    """The names :func:`load_testset` accepts (with a corpus: the slices its sources hold out;
+    a source that holds none out, such as the train-only lexicon, has none)."""
     names = ["acts", "ntrex", *SPLITS]
     if data_dir is not None:
         from lsmt_text.data.formats import read_stats
 
-        sources = read_stats(data_dir).get("sources", {})
-        names += [f"{s}-{split}" for s in sources if s != "bible" for split in ("dev", "test")]
+        stats = read_stats(data_dir)
+        by_split = stats.get("pairs_by_source", {})
+        names += [
+            f"{s}-{split}"
+            for s in stats.get("sources", {})
+            if s != "bible"
+            for split in ("dev", "test")
+            if any(by.get(s) for by in by_split.get(split, {}).values())
+        ]
     return names
 
 
