@@ -50,7 +50,6 @@ import mimetypes
 import os
 import platform
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -61,6 +60,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from loadtests.chromium import CHROMIUM_ARGS, find_chromium
 from loadtests.results import print_checks, write_results
 from loadtests.server_process import ServerProcess
 
@@ -69,16 +69,6 @@ TEXT = "Where is the train station? I would like to buy a ticket for tomorrow mo
 HTML = "<b>Good morning</b>, my friend."
 KEY = "lt-front-end-key"  # the key the second server requires
 TIMEOUT_MS = 120_000  # a translation on a busy 2-core machine, first engine load included
-CHROMIUM_ARGS = [  # as tests/server/test_web_page.py launches it
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-dev-shm-usage",
-]
 SOURCE_SELECT = "select[aria-labelledby=sourceLangLabel]"
 TARGET_SELECT = "select[aria-labelledby=targetLangLabel]"
 
@@ -143,9 +133,7 @@ def render_page(package: Path, python: Path, out: Path, api_keys: bool) -> str:
 
 
 def chromium() -> str:
-    path = os.environ.get("LSMT_TEST_CHROMIUM") or next(
-        (p for p in map(shutil.which, ("chromium", "chromium-browser")) if p), None
-    )
+    path = find_chromium()
     if path is None:
         sys.exit("chromium not found: `make test` installs it (Debian's package)")
     return path

@@ -8,7 +8,6 @@ tests/server/test_web_page.py drives it). Rerun after changing the page or shipp
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from playwright.sync_api import expect, sync_playwright
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from loadtests.chromium import CHROMIUM_ARGS, find_chromium  # noqa: E402
 from loadtests.server_process import ServerProcess  # noqa: E402
 
 TEXT = "Where is the train station? I would like to buy a ticket to Paris."
@@ -28,13 +28,11 @@ def main() -> None:
     p.add_argument("--source", default="en")
     p.add_argument("--target", default="fr")
     args = p.parse_args()
-    browser_path = shutil.which("chromium")
+    browser_path = find_chromium()
     if browser_path is None:
         sys.exit("chromium not found: `make test` installs it (Debian's package)")
     with ServerProcess([ROOT / "models" / "default"]) as server, sync_playwright() as pw:
-        browser = pw.chromium.launch(
-            executable_path=browser_path, args=["--no-sandbox", "--disable-gpu"]
-        )
+        browser = pw.chromium.launch(executable_path=browser_path, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1100, "height": 800})
         page.goto(server.url + "/")
         page.wait_for_selector("body[data-ready=true]")

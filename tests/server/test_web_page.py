@@ -8,8 +8,6 @@ installed by ``make test``; where none can be started the tests are skipped with
 from __future__ import annotations
 
 import math
-import os
-import shutil
 import time
 from collections.abc import Callable, Iterator
 
@@ -17,6 +15,7 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
+from loadtests.chromium import CHROMIUM_ARGS, find_chromium
 from server.documents import FORMATS
 from tests.server.conftest import GERMAN
 
@@ -30,18 +29,6 @@ KEY = "page-test-key"
 # Engine loads take this much longer than they would, so the page's "loading" state lasts long
 # enough to be seen; translating itself is not slowed.
 LOAD_DELAY_S = 1.5
-# Known to work on this project's machines: without the background-networking flags Chromium's
-# own connections crowd out the page's (refused many at a time).
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-dev-shm-usage",  # containers often have a tiny /dev/shm
-]
 
 
 def _slow_load(bundle, route, settings):
@@ -51,15 +38,9 @@ def _slow_load(bundle, route, settings):
     return default_loader(bundle, route, settings)
 
 
-def _chromium() -> str | None:
-    return os.environ.get("LSMT_TEST_CHROMIUM") or next(
-        (p for p in map(shutil.which, ("chromium", "chromium-browser")) if p), None
-    )
-
-
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    path = _chromium()
+    path = find_chromium()
     if path is None:
         pytest.skip(
             "no Chromium to drive: install Debian's chromium (make test does where apt-get "
