@@ -62,6 +62,10 @@ train() {  # train STAGE MAX_STEPS: start the stage's run, or resume it
     if [ -f "$run/last.pt" ]; then args=(--resume); else
         args=(--config "training/recipes/default_$1_8-2.yaml"); fi
     [ "$1" = mixed ] && [ -n "${MIXED_SET:-}" ] && args+=(--set "$MIXED_SET")
+    # A new stage-3 run from a bundle continues the learning-rate decay where the bundle's
+    # run left it (its optimizer is not in the bundle): back at the peak rate it unlearns.
+    [ "$1" = mixed ] && [ ! -f "$run/last.pt" ] && [ -n "${SCHEDULE_OFFSET:-}" ] && \
+        args+=(--set "training.lr_schedule_offset=$SCHEDULE_OFFSET")
     $PY -m training.train "${args[@]}" --out "$run" ${2:+--max-steps "$2"} \
         ${TIME_LIMIT:+--time-limit "$TIME_LIMIT"}
     if [ -n "$TIME_LIMIT" ] && "$PY" -c "import json,sys; sys.exit(not json.load(open('$run/summary.json'))['stopped_early'])"; then
@@ -96,6 +100,11 @@ else
     fi
     [ -d runs/default_start ] || cp -r "$OUT" runs/default_start
     START_TOKENIZER=runs/default_start/tokenizer
+    # Where the shipped weights' schedule stood: their run's updates, plus the offset that run
+    # itself started from.
+    SCHEDULE_OFFSET=$("$PY" -c "import json
+p = json.load(open('runs/default_start/manifest.json'))['provenance']
+print((p.get('step') or 0) + p['recipe']['training'].get('lr_schedule_offset', 0))")
     [ -f runs/default_init.pt ] || \
         $PY -m model_export checkpoint runs/default_start --out runs/default_init.pt
 fi

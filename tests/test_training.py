@@ -24,7 +24,9 @@ from training.batching import (
 )
 from training.checkpoint import load_checkpoint, load_model, save_checkpoint
 from training.model import Route
+from training.model.transformer import Seq2SeqTransformer
 from training.recipe import RECIPES_DIR, RecipeError, load_recipe, recipe_from_dict
+from training.step import make_optimizer
 from training.train import main as train_main
 from training.trainer import Trainer
 
@@ -153,6 +155,28 @@ def test_temperature_sampling():
     draws = [sampler.next_indices()[0] for _ in range(3000)]
     for k in sizes:
         assert draws.count(k) / 3000 == pytest.approx(p5[k], abs=0.03)
+
+
+def test_a_schedule_offset_continues_the_decay_instead_of_warming_to_the_peak():
+    """A run from trained weights (lr_schedule_offset = the updates they had) re-warms Adam in
+    a few updates to the decayed rate they were at, never to the peak."""
+    rates = {}
+    for offset in (0, 10_000):
+        recipe = tiny_recipe(
+            Path("unused"), Path("unused"), lr=1e-3, warmup_steps=100, lr_schedule_offset=offset
+        )
+        opt, sched = make_optimizer(Seq2SeqTransformer(recipe.model, 32, ["de", "en"]), recipe)
+        rates[offset] = []
+        for _ in range(300):
+            rates[offset].append(opt.param_groups[0]["lr"])
+            opt.step()
+            sched.step()
+    assert max(rates[0]) == pytest.approx(1e-3)  # a new run reaches the peak at the warm-up's end
+    decayed = 1e-3 * (100 / 10_100) ** 0.5
+    assert max(rates[10_000]) == pytest.approx(decayed, rel=0.01)
+    assert rates[10_000][20] == pytest.approx(decayed, rel=0.01)  # re-warmed within 20 updates
+    assert rates[10_000][0] < decayed / 5  # but not at once: Adam's moments start empty
+    assert rates[10_000][299] == pytest.approx(1e-3 * (100 / 10_300) ** 0.5)
 
 
 def test_sampler_is_deterministic_and_resumable():

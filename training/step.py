@@ -58,12 +58,13 @@ def label_smoothed_nll(
     return loss.sum(), nll.sum()
 
 
-def inverse_sqrt(warmup: int):
-    """LR multiplier at update ``i`` (0-based): linear warm-up, then 1/sqrt decay."""
+def inverse_sqrt(warmup: int, offset: int = 0):
+    """LR multiplier at update ``i`` (0-based): linear warm-up, then 1/sqrt decay, the decay
+    counted from ``offset`` updates made before (``TrainingConfig.lr_schedule_offset``)."""
 
     def factor(i: int) -> float:
         s = i + 1
-        return min(s / warmup, math.sqrt(warmup / s))
+        return min(s / warmup, math.sqrt(warmup / (s + offset)))
 
     return factor
 
@@ -90,7 +91,9 @@ def make_optimizer(model: nn.Module, recipe: Recipe, implementation: str | None 
         weight_decay=t.weight_decay,
         **(ADAM_IMPLEMENTATIONS[implementation] if implementation else {}),
     )
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, inverse_sqrt(t.warmup_steps))
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, inverse_sqrt(t.warmup_steps, t.lr_schedule_offset)
+    )
     return opt, sched
 
 
