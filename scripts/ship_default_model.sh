@@ -53,6 +53,19 @@ for bar in "$WORK/before" "$WORK/before_dev"; do
     cmp -s "$OUT/manifest.json" "$bar/shipped.manifest" || rm -rf "$bar"
     mkdir -p "$bar" && cp "$OUT/manifest.json" "$bar/shipped.manifest"
 done
+# A new machine has no bar yet: the test-set evaluations the last ship wrote beside the model
+# card are the shipped bundle's (the manifest copied with them says so), made as here.
+SHIPPED_EVAL=docs/default_model/eval
+if cmp -s "$OUT/manifest.json" "$SHIPPED_EVAL/shipped.manifest" && $PY -c "
+import json, sys
+from pathlib import Path
+sys.exit(any(json.loads((Path(sys.argv[1]) / f'{t}.json').read_text())['max_sentences']
+             != int(sys.argv[2]) for t in sys.argv[3:]))" \
+        "$SHIPPED_EVAL" "$EVAL_SENTENCES" "${TESTSETS[@]}" 2>/dev/null; then
+    for t in "${TESTSETS[@]}"; do
+        [ -f "$WORK/before/$t.json" ] || cp "$SHIPPED_EVAL/$t.json" "$WORK/before/"
+    done
+fi
 evaluate "$OUT" "$WORK/before" "$EVAL_SENTENCES" "${TESTSETS[@]}"
 
 # 1-2. A candidate per weight, scored on the dev slices; the choice.
@@ -102,6 +115,7 @@ rm -rf docs/default_model/start docs/default_model/eval
 mkdir -p docs/default_model/start docs/default_model/eval
 cp "$WORK"/before/*.json docs/default_model/start/
 cp "$WORK"/after/*.json docs/default_model/eval/
+cp "$OUT/manifest.json" docs/default_model/eval/shipped.manifest
 cp "$RUN_LOGS/summary.json" "$RUN_LOGS/metrics.jsonl" docs/default_model/
 rm -f docs/default_model/choice.json
 [ ! -f "$WORK/choice.json" ] || cp "$WORK/choice.json" docs/default_model/

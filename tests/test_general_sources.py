@@ -15,11 +15,11 @@ import pytest
 from lsmt_text.data import clean, load_ids, load_split, read_stats
 from lsmt_text.data.modern import ModernConfig, PairFilter
 from lsmt_text.data.sources import SOURCES
-from lsmt_text.data.sources.general import GENERAL_DIR
+from lsmt_text.data.sources.general import GENERAL_DIR, common_english_words
 from lsmt_text.data.testsets import known_testsets, load_testset, ntrex_lines
 
 REPO = Path(__file__).resolve().parents[1]
-GENERAL = ("tatoeba", "tico19", "ud-pud", "xquad", "wiktionary")
+GENERAL = ("tatoeba", "tico19", "ud-pud", "xquad", "wiktionary-common", "wiktionary")
 FIELDS = {"tatoeba": 2, "tico19": 3, "ud_pud": 2, "xquad": 3, "wiktionary": 2}
 
 
@@ -84,7 +84,39 @@ def test_the_lexicon_gives_each_word_its_main_sense_in_the_language_s_script():
 
 
 def test_the_lexicon_is_train_only():
-    assert {SOURCES["wiktionary"].split_of(doc) for doc in ("a", "b", "c")} == {"train"}
+    for name in ("wiktionary", "wiktionary-common"):
+        assert {SOURCES[name].split_of(doc) for doc in ("a", "b", "c")} == {"train"}
+
+
+def test_the_common_lexicon_holds_the_entries_of_the_frequent_english_words():
+    common = common_english_words()
+    assert len(common) == 3000 and {"coffee", "tuesday", "phone", "weather"} <= common
+    assert not [w for w in common if len(w) < 2]  # no letter names ("a" -> "إي")
+    en, fr = read("wiktionary", "en"), read("wiktionary", "fr")
+    en_common, fr_common = read("wiktionary-common", "en"), read("wiktionary-common", "fr")
+    # the same entries, under the same keys, as in the whole lexicon: a subset of it
+    assert en_common.keys() <= en.keys() and fr_common.keys() <= fr.keys()
+    assert all(en_common[k].text == en[k].text for k in en_common)
+    assert {en_common[k].text.lower() for k in en_common} <= common
+    assert sum(1 for k in en if en[k].text.lower() in common) == len(en_common)
+    french = {(en_common[k].text, fr_common[k].text) for k in en_common.keys() & fr_common.keys()}
+    assert ("Tuesday", "mardi") in french and 2000 < len(french) < 5000
+    assert all(s.lower() in common for s, _ in french)
+
+
+def test_the_common_word_probe_goes_both_ways_in_a_fixed_order_of_every_rank():
+    probe = load_testset("common-words", None, [("en", "fr"), ("fr", "en"), ("fr", "ru")])
+    assert set(probe) == {("en", "fr"), ("fr", "en")}  # English on one side, always
+    en_fr = probe[("en", "fr")]
+    assert ("Tuesday", "mardi") in en_fr and [(b, a) for a, b in en_fr] == probe[("fr", "en")]
+    assert load_testset("common-words", None, [("en", "fr")])[("en", "fr")] == en_fr  # fixed
+    alphabetical = {w: i for i, w in enumerate(sorted(common_english_words()))}
+    first = [alphabetical[a.lower()] for a, _ in en_fr[:200]]
+    assert min(first) < 300 and max(first) > 2700  # a shuffle, not the alphabet's first words
+    assert "common-words" in known_testsets()
+    everything = load_testset("common-words", None)
+    assert {("en", "ar"), ("ru", "en"), ("en", "de")} <= set(everything)
+    assert all("en" in route for route in everything)
 
 
 @pytest.mark.parametrize(
@@ -155,6 +187,14 @@ def test_general_corpus_records_its_sources_and_holds_out_whole_slices(general_c
     assert stats["pairs_by_source"]["train"]["ar-en"]["xquad"] > 1000
     # the lexicon trains en-fr and ar-en both ways, never a pair without English, never held out
     assert per_source["wiktionary"] > 20000
+    # its common words are their own source, counted once: not again in the rest
+    assert 2000 < per_source["wiktionary-common"] < 5000
+    train = load_split(out, "train")[("en", "fr")]
+    ids = load_ids(out, "train", "en", "fr")
+    by_id = list(zip(train, ids, strict=True))
+    common = {pair for pair, i in by_id if i.startswith("wiktionary-common:")}
+    rest = {pair for pair, i in by_id if i.startswith("wiktionary:")}
+    assert ("Tuesday", "mardi") in common and not common & rest
     assert stats["pairs_by_source"]["train"]["ar-en"]["wiktionary"] > 5000
     assert "wiktionary" not in stats["pairs_by_source"]["train"].get("ar-fr", {})
     for split in ("dev", "test"):

@@ -10,6 +10,10 @@ name               pairs
 ``<source>-dev``   its dev documents
 ``ntrex``          NTREX-128: 1,997 news sentences, translated from English by people into
                    every other language (x->y for any two of its languages, by line)
+``common-words``   a probe, not a held-out test: the lexicon's entries for the 3,000 most
+                   frequent English words (the source ``wiktionary-common``, which trains on
+                   them), English to each language and back, in a fixed shuffled order;
+                   whether the model has learned the words a newcomer types first
 =================  =====================================================================
 """
 
@@ -63,6 +67,35 @@ def ntrex_pairs(wanted: Iterable[Route]) -> Pairs:
     return out
 
 
+def common_word_pairs(wanted: Iterable[Route] | None = None) -> Pairs:
+    """The common-word probe for the wanted directions (default: all) between English and a
+    language of the lexicon."""
+    import hashlib
+
+    from lsmt_text.data.sources import SOURCES
+
+    source = SOURCES["wiktionary-common"]
+    english = source.read([source.files], "en")
+    if wanted is None:
+        wanted = [
+            r for lang in source.languages if lang != "en" for r in (("en", lang), (lang, "en"))
+        ]
+    out: Pairs = {}
+    for src, tgt in wanted:
+        other = {src, tgt} - {"en"}
+        if "en" not in (src, tgt) or not other <= set(source.languages) - {"en"}:
+            continue
+        (lang,) = other
+        words = source.read([source.files], lang)
+        # shuffled by a hash of the entry, so that the first N are a sample of every rank
+        keys = sorted(
+            english.keys() & words.keys(), key=lambda k: hashlib.sha1(k.encode()).digest()
+        )
+        texts = {"en": english, lang: words}
+        out[(src, tgt)] = [(texts[src][k].text, texts[tgt][k].text) for k in keys]
+    return out
+
+
 def corpus_pairs(data_dir: Path | str, split: str, source: str | None = None) -> Pairs:
     """Pairs of a corpus split, all of them or those of one source."""
     out: Pairs = {}
@@ -78,7 +111,7 @@ def corpus_pairs(data_dir: Path | str, split: str, source: str | None = None) ->
 def known_testsets(data_dir: Path | str | None = None) -> list[str]:
     """The names :func:`load_testset` accepts (with a corpus: the slices its sources hold out;
     a source that holds none out, such as the train-only lexicon, has none)."""
-    names = ["acts", "ntrex", *SPLITS]
+    names = ["acts", "ntrex", "common-words", *SPLITS]
     if data_dir is not None:
         from lsmt_text.data.formats import read_stats
 
@@ -103,6 +136,8 @@ def load_testset(
         if wanted is None:
             wanted = [(a, b) for a in NTREX_FILES for b in NTREX_FILES if a != b]
         return ntrex_pairs(wanted)
+    if name == "common-words":
+        return common_word_pairs(wanted)
     if data_dir is None:
         raise CorpusFormatError(f"test set {name!r} comes from a corpus: give its directory")
     if name in SPLITS:

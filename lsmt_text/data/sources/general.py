@@ -2,7 +2,8 @@
 ``scripts/extract_general_sources.py`` from public repositories; licences and attribution in
 that folder's README): everyday sentences (Tatoeba), health and news (TICO-19), news and
 Wikipedia (the UD PUD treebanks), questions about Wikipedia paragraphs (XQuAD), and a
-lexicon: words and short phrases from Wiktionary's translation tables.
+lexicon: words and short phrases from Wiktionary's translation tables, its entries for the
+most frequent English words a source of their own (``wiktionary-common``).
 
 Keys join the languages as the other sources do. The multi-parallel sources key a segment by
 the unit's own id (a TICO-19 ``tuid``, a PUD ``sent_id``, an XQuAD question id), so every
@@ -38,7 +39,11 @@ def _rows(path: Path) -> Iterator[list[str]]:
             yield line.rstrip("\n").split("\t")
 
 
-def read_pair_files(roots: list[Path], lang: str) -> Segments:
+def read_pair_files(
+    roots: list[Path], lang: str, english: frozenset[str] | None = None
+) -> Segments:
+    """The pairs of each ``<a>-<b>.tsv.xz`` holding ``lang``; with ``english``, only those
+    whose English side, lowercased, is one of those words."""
     out: Segments = {}
     for root in roots:
         for path in sorted(root.glob("*.tsv.xz")):
@@ -48,6 +53,8 @@ def read_pair_files(roots: list[Path], lang: str) -> Segments:
                 continue
             for i, (text_a, text_b) in enumerate(_rows(path)):
                 pivot = text_b if b == "en" else text_a
+                if english is not None and pivot.lower() not in english:
+                    continue
                 doc = hashlib.sha1(clean.normalize_key(pivot).encode()).hexdigest()[:12]
                 out[f"{pair}:{i}"] = Segment(doc=doc, text=text_a if lang == a else text_b)
     return out
@@ -77,6 +84,18 @@ def read_xquad(roots: list[Path], lang: str) -> Segments:
         for root in roots
         for qid, paragraph, question in _rows(root / f"{lang}.tsv.xz")
     }
+
+
+def common_english_words() -> frozenset[str]:
+    """The English words of ``wiktionary/common-en.txt`` (``scripts/common_english_words.py``:
+    the 3,000 most frequent in everyday and news text, by wordfreq)."""
+    path = GENERAL_DIR / "wiktionary" / "common-en.txt"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return frozenset(line for line in lines if line and not line.startswith("#"))
+
+
+def read_common_lexicon(roots: list[Path], lang: str) -> Segments:
+    return read_pair_files(roots, lang, english=common_english_words())
 
 
 def _languages(folder: str) -> tuple[str, ...]:
@@ -133,5 +152,17 @@ WIKTIONARY = _committed(
     read=read_pair_files,
     split_of=lambda doc: "train",
 )
-# the lexicon last: a pair it shares with a sentence source is counted as the sentence's
-SOURCES = (TATOEBA, TICO19, UD_PUD, XQUAD, WIKTIONARY)
+# The lexicon's common words apart, so that a recipe can weigh them up (a CPU slice draws each
+# entry of the whole lexicon about once in twenty-five slices; docs/training.md).
+WIKTIONARY_COMMON = _committed(
+    "wiktionary",
+    name="wiktionary-common",
+    licence="CC-BY-SA-3.0",
+    description="the lexicon's entries for the 3,000 English words most frequent in everyday "
+    "and news text (wordfreq's list, common-en.txt); train only",
+    read=read_common_lexicon,
+    split_of=lambda doc: "train",
+)
+# The lexicon last, so a pair it shares with a sentence source is counted as the sentence's;
+# its common words before the rest, so that the rest's copy of them is the one dropped.
+SOURCES = (TATOEBA, TICO19, UD_PUD, XQUAD, WIKTIONARY_COMMON, WIKTIONARY)
