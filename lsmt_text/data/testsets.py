@@ -20,6 +20,7 @@ name               pairs
 from __future__ import annotations
 
 from collections.abc import Iterable
+from hashlib import sha1
 from pathlib import Path
 
 from lsmt_core.languages import SPLITS
@@ -70,28 +71,20 @@ def ntrex_pairs(wanted: Iterable[Route]) -> Pairs:
 def common_word_pairs(wanted: Iterable[Route] | None = None) -> Pairs:
     """The common-word probe for the wanted directions (default: all) between English and a
     language of the lexicon."""
-    import hashlib
-
     from lsmt_text.data.sources import SOURCES
 
     source = SOURCES["wiktionary-common"]
-    english = source.read([source.files], "en")
+    languages = [lang for lang in source.languages if lang != "en"]
     if wanted is None:
-        wanted = [
-            r for lang in source.languages if lang != "en" for r in (("en", lang), (lang, "en"))
-        ]
+        wanted = [r for lang in languages for r in (("en", lang), (lang, "en"))]
+    wanted = [(s, t) for s, t in wanted if "en" in (s, t) and ({s, t} - {"en"}) <= set(languages)]
+    texts = {lang: source.read([source.files], lang) for lang in {x for r in wanted for x in r}}
     out: Pairs = {}
     for src, tgt in wanted:
-        other = {src, tgt} - {"en"}
-        if "en" not in (src, tgt) or not other <= set(source.languages) - {"en"}:
-            continue
-        (lang,) = other
-        words = source.read([source.files], lang)
         # shuffled by a hash of the entry, so that the first N are a sample of every rank
         keys = sorted(
-            english.keys() & words.keys(), key=lambda k: hashlib.sha1(k.encode()).digest()
+            texts[src].keys() & texts[tgt].keys(), key=lambda k: sha1(k.encode()).digest()
         )
-        texts = {"en": english, lang: words}
         out[(src, tgt)] = [(texts[src][k].text, texts[tgt][k].text) for k in keys]
     return out
 
