@@ -19,6 +19,8 @@ import ray
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 from ray import serve
+from ray.serve._private.common import DeploymentID
+from ray.serve._private.long_poll import LongPollNamespace
 from ray.serve.schema import ServeDeploySchema
 
 from loadtests.bench_cluster_replace import engine_loads
@@ -115,6 +117,30 @@ def replica_of(r: httpx.Response) -> str:
     return r.headers["x-lsmt-replica"]
 
 
+def wait_until_routers_know(replica: str, target: str, timeout: float = 30) -> None:
+    """Wait until Serve's routers know that `replica` holds the key of `target`.
+
+    A replica pushes the model ids it holds to the controller (every 0.1 s in Ray 2.60), which
+    broadcasts them to every router by long poll; until then Serve may route the key anywhere
+    (its multiplexing is best effort). This reads the controller's last broadcast, the very
+    snapshot the ingress's router was sent, rather than sleeping for a guessed time."""
+    controller = ray.get_actor("SERVE_CONTROLLER_ACTOR", namespace="serve")
+    topic = (LongPollNamespace.DEPLOYMENT_TARGETS, DeploymentID(name="Translator", app_name=APP))
+    key, unique_id = f"tiny:shared+tgt/{target}", replica.split("#", 1)[1]
+    deadline = time.monotonic() + timeout
+    while True:
+        # snapshot id -1 is older than any: the controller answers at once with its current one
+        targets = ray.get(controller.listen_for_change.remote({topic: -1}))[topic].object_snapshot
+        held = {
+            info.replica_id.unique_id: set(info.multiplexed_model_ids)
+            for info in targets.running_replicas
+        }
+        if key in held.get(unique_id, set()):
+            return
+        assert time.monotonic() < deadline, (replica, key, held)
+        time.sleep(0.05)
+
+
 def test_ingress_serves_the_same_api(cluster):
     ready = httpx.get(f"{cluster.url}/readyz", timeout=30)
     assert ready.status_code in (200, 503) and ready.json()["bundles"] == {"tiny": "ok"}
@@ -136,9 +162,7 @@ def test_ingress_serves_the_same_api(cluster):
 
 def test_a_keys_requests_stay_on_the_replica_that_loaded_it(cluster):
     first = replica_of(cluster.post(body("In the beginning.", "de")))
-    # The replica reports the keys it holds to the router asynchronously; until the router
-    # has heard, Serve may send the key elsewhere (its multiplexing is best effort).
-    time.sleep(1.0)
+    wait_until_routers_know(first, "de")
     replicas = {replica_of(cluster.post(body(f"In the beginning {i}.", "de"))) for i in range(5)}
     assert replicas == {first}
 
@@ -148,7 +172,7 @@ def test_different_keys_spread_over_replicas(cluster):
     for target in ("de", "fr", "de", "fr"):
         replica = replica_of(cluster.post(body("And God said, Let there be light.", target)))
         assert seen.setdefault(target, replica) == replica  # each key keeps its replica
-        time.sleep(0.5)  # the replicas report the keys they hold to the router
+        wait_until_routers_know(replica, target)
     # de came first to an empty cluster; fr goes to the replica with the fewest keys
     assert seen["de"] != seen["fr"]
 
