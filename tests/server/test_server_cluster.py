@@ -117,6 +117,11 @@ def replica_of(r: httpx.Response) -> str:
     return r.headers["x-lsmt-replica"]
 
 
+def engine_key(target: str) -> str:
+    """The tiny bundle's engine key (and Serve's multiplexed model id) into `target`."""
+    return f"tiny:shared+tgt/{target}"
+
+
 def wait_until_routers_know(replica: str, target: str, timeout: float = 30) -> None:
     """Wait until Serve's routers know that `replica` holds the key of `target`.
 
@@ -126,7 +131,7 @@ def wait_until_routers_know(replica: str, target: str, timeout: float = 30) -> N
     snapshot the ingress's router was sent, rather than sleeping for a guessed time."""
     controller = ray.get_actor("SERVE_CONTROLLER_ACTOR", namespace="serve")
     topic = (LongPollNamespace.DEPLOYMENT_TARGETS, DeploymentID(name="Translator", app_name=APP))
-    key, unique_id = f"tiny:shared+tgt/{target}", replica.split("#", 1)[1]
+    key, unique_id = engine_key(target), replica.split("#", 1)[1]
     deadline = time.monotonic() + timeout
     while True:
         # snapshot id -1 is older than any: the controller answers at once with its current one
@@ -193,7 +198,7 @@ def test_metrics_are_one_view_over_every_replica(cluster):
             for s in samples
             if s.name == "lsmt_engine_resident" and s.labels["tier"] == "device" and s.value == 1
         }
-        wanted = {(replica, f"tiny:shared+tgt/{t}") for t, replica in held.items()}
+        wanted = {(replica, engine_key(t)) for t, replica in held.items()}
         if wanted <= resident:
             break
         assert time.monotonic() < deadline, (wanted, resident)
@@ -226,7 +231,7 @@ def test_models_lists_every_replicas_engines(cluster):
             for e in models["engines"]
             if e["state"] == "loaded"
         }
-        wanted = {(f"tiny:shared+tgt/{t}", replica) for t, replica in held.items()}
+        wanted = {(engine_key(t), replica) for t, replica in held.items()}
         if wanted <= set(loaded):
             break
         assert time.monotonic() < deadline, (wanted, loaded)
