@@ -17,6 +17,9 @@ CLI::
     python -m lsmt_text.tokenizer train --data DATA_DIR --out TOK_DIR [--vocab-size 8000]
         [--character-coverage 0.9995] [--max-sentences-per-language N] [--languages ...]
         [--seed S]
+    python -m lsmt_text.tokenizer recount --model TOK_DIR --data DATA_DIR --out TOK_DIR2
+    python -m lsmt_text.tokenizer extend --model TOK_DIR --data DATA_DIR --out TOK_DIR2 \\
+        --per-language 500 [--min-count 5] [--sources tatoeba,tico19,...|all]
     python -m lsmt_text.tokenizer encode TOK_DIR < text     # pieces, one line per input line
 """
 
@@ -31,7 +34,7 @@ import random
 import sys
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 import sentencepiece as spm
@@ -52,6 +55,8 @@ from lsmt_core.tags import (
 from lsmt_core.text import normalize_text
 from lsmt_text.data.formats import languages as corpus_languages
 from lsmt_text.data.formats import mono_path, read_lines
+from lsmt_text.spm_model import pieces as model_pieces
+from lsmt_text.vocabulary_extension import GENERAL_SOURCES, extend_model, training_lines
 
 FORMAT = "lsmt-spm/1"
 MODEL_FILE, VOCAB_FILE = "spm.model", "spm.vocab"
@@ -354,6 +359,40 @@ def recount(model: Path | str, data_dir: Path | str, out_dir: Path | str) -> dic
     return info
 
 
+def extend(
+    model: Path | str,
+    data_dir: Path | str,
+    out_dir: Path | str,
+    per_language: int,
+    sources: Collection[str] | None = GENERAL_SOURCES,
+    min_count: int = 5,
+) -> dict:
+    """Extend ``model`` (spm.model or its directory) with the words of ``data_dir``'s training
+    text (of ``sources``; None: all of it; :mod:`lsmt_text.vocabulary_extension`), write a
+    tokenizer directory to ``out_dir`` with frequencies counted on the corpus; returns its
+    tokenizer.json content."""
+    data_dir, out_dir = Path(data_dir), Path(out_dir)
+    src = Path(model) / MODEL_FILE if Path(model).is_dir() else Path(model)
+    lines = {lang: training_lines(data_dir, lang, sources) for lang in corpus_languages(data_dir)}
+    extended, chosen = extend_model(src.read_bytes(), lines, per_language, min_count)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / MODEL_FILE).write_bytes(extended)
+    info = recount(out_dir / MODEL_FILE, data_dir, out_dir)
+    info["extension"] = {
+        "from": str(src),
+        "from_vocab_size": len(model_pieces(src.read_bytes())),
+        "sources": sorted(sources) if sources is not None else "all",
+        "per_language": per_language,
+        "min_count": min_count,
+        "lines": {lang: len(v) for lang, v in lines.items()},
+        "added": chosen,
+    }
+    (out_dir / INFO_FILE).write_text(
+        json.dumps(info, ensure_ascii=False, indent=2) + "\n", encoding="utf-8"
+    )
+    return info
+
+
 def load_frequencies(tok_dir: Path | str) -> dict[str, dict[str, int]]:
     """``{lang: {piece: count}}`` as written by :func:`train`."""
     return json.loads((Path(tok_dir) / FREQUENCIES_FILE).read_text(encoding="utf-8"))
@@ -391,6 +430,22 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--model", type=Path, required=True, help="spm.model or its directory")
     r.add_argument("--data", type=Path, required=True, help="corpus directory (DATA_DIR)")
     r.add_argument("--out", type=Path, required=True, help="output directory (TOK_DIR)")
+    x = sub.add_parser(
+        "extend",
+        help="an existing model with whole words added (lsmt_text/vocabulary_extension.py)",
+    )
+    x.add_argument("--model", type=Path, required=True, help="spm.model or its directory")
+    x.add_argument("--data", type=Path, required=True, help="corpus directory (DATA_DIR)")
+    x.add_argument("--out", type=Path, required=True, help="output directory (TOK_DIR)")
+    x.add_argument("--per-language", type=int, required=True, help="words added per language")
+    x.add_argument("--min-count", type=int, default=5)
+    x.add_argument(
+        "--sources",
+        type=_csv,
+        default=None,
+        help="whose training text the words come from (default: the general-domain sources; "
+        "'all': every line)",
+    )
     e = sub.add_parser("encode", help="encode stdin to pieces, one line per line")
     e.add_argument("tok_dir", type=Path)
     e.add_argument("--ids", action="store_true")
@@ -406,6 +461,22 @@ def main(argv: list[str] | None = None) -> int:
             text = tok.normalize(line)
             out = tok.encode_ids(text) if args.ids else tok.encode(text)
             print(" ".join(map(str, out)))
+        return 0
+
+    if args.command == "extend":
+        sources = args.sources or GENERAL_SOURCES
+        info = extend(
+            args.model,
+            args.data,
+            args.out,
+            args.per_language,
+            None if sources == ["all"] else sources,
+            args.min_count,
+        )
+        ext = info["extension"]
+        added = {lang: len(rows) for lang, rows in ext["added"].items()}
+        before, after = ext["from_vocab_size"], info["vocab_size"]
+        print(f"{args.model} ({before}) + {added} -> {args.out} ({after})")
         return 0
 
     if args.command == "recount":

@@ -53,6 +53,9 @@ def checkpoint_from_bundle(path: Path | str) -> dict[str, Any]:
         "model": state,
         "model_config": model_cfg,
         "vocab_size": manifest.tokenizer.vocab_size,
+        # the SentencePiece model the weights were trained with, as a training checkpoint
+        # carries it (python -m training.checkpoint extend-vocabulary reads it)
+        "tokenizer": tokenizer_reference(bundle.tokenizer_path),
         "languages": manifest.languages,
         # the languages with their own tokenizer, as a training checkpoint records them
         "language_vocab_sizes": {

@@ -401,8 +401,9 @@ def test_shallow_init_from_recipe(tiny_run, toy_data, tmp_path):
 
 def test_init_from_a_bundle_through_its_checkpoint(tiny_run, toy_data, tmp_path):
     """A bundle's weights come back as a checkpoint (``python -m model_export checkpoint``)
-    that ``init_from`` reads: exported in float32, every parameter is the trained one; a
-    bundle directory given directly is refused with the command to run."""
+    that ``init_from`` reads: exported in float32, every parameter is the trained one, the
+    tokenizer travels with it; a bundle directory given directly is refused with the command
+    to run."""
     from model_export.__main__ import main as export_main
 
     data, tok = toy_data
@@ -421,6 +422,9 @@ def test_init_from_a_bundle_through_its_checkpoint(tiny_run, toy_data, tmp_path)
         assert torch.equal(state[k], v), k
     with pytest.raises(ValueError, match="python -m model_export checkpoint"):
         Trainer(recipe.model_copy(update={"init_from": bundle}), tmp_path / "r2", progress=False)
+    # it carries the bundle's tokenizer, as a training checkpoint does (extend-vocabulary)
+    tokenizer = load_checkpoint(ckpt_file)["tokenizer"]
+    assert tokenizer["spm_model"] == (bundle / "tokenizer" / "spm.model").read_bytes()
     # such a checkpoint records no step: slimming it (a GPU call's weights) still works
     from training.checkpoint import main as checkpoint_main
 

@@ -267,6 +267,44 @@ def interpolate_checkpoints(
     return out
 
 
+def extend_vocabulary(ckpt: dict[str, Any], tokenizer: Path | str) -> dict[str, Any]:
+    """``ckpt`` (weights only) with the vocabulary of ``tokenizer``: the checkpoint's own
+    SentencePiece model with whole words appended (``python -m lsmt_text.tokenizer extend``).
+    Every old row of the tied embedding (input and output) stays; each new word's row starts as
+    the mean of the rows of the pieces the old model cut it into, so the model reads the word
+    as it read its pieces and training goes on from there."""
+    import sentencepiece as spm
+
+    from lsmt_text.spm_model import pieces
+
+    ref = tokenizer_reference(tokenizer)
+    old_proto = ckpt["tokenizer"]["spm_model"]
+    old, new = pieces(old_proto), pieces(ref["spm_model"])
+    if new[: len(old)] != old or len(new) == len(old):
+        raise ValueError(
+            f"{ref['path']} is not the checkpoint's tokenizer with pieces appended "
+            f"({len(old)} -> {len(new)} pieces)"
+        )
+    if ckpt.get("language_vocab_sizes"):
+        raise ValueError("languages with vocabularies of their own: extend those instead")
+    weight = ckpt["model"][EMBEDDING_WEIGHT]
+    sp = spm.SentencePieceProcessor(model_proto=old_proto)
+    rows = []
+    for piece, _, _ in new[len(old) :]:
+        if not piece.startswith("▁"):
+            raise ValueError(f"new piece {piece!r} does not start a word")
+        ids = torch.tensor(sp.encode(piece[1:]), dtype=torch.long)
+        rows.append(weight[ids].float().mean(0).to(weight.dtype))
+    out = slim_checkpoint(ckpt)
+    out["model"] = {**ckpt["model"], EMBEDDING_WEIGHT: torch.cat([weight, torch.stack(rows)])}
+    out["vocab_size"] = len(new)
+    out["tokenizer"] = ref
+    extra = dict(ckpt.get("extra") or {})
+    extra.pop("target_vocab", None)  # chosen again from the new tokenizer's frequencies
+    out["extra"] = {**extra, "extended_vocabulary": {"from": len(old), "to": len(new)}}
+    return out
+
+
 def resolve_checkpoint(path: Path | str, which: Literal["best", "last"] = "best") -> Path:
     """A ``.pt`` file, or a run directory (its ``best.pt``, else ``last.pt``; or the reverse
     with ``which="last"``)."""
@@ -495,7 +533,8 @@ def _check_init(model: nn.Module, src_cfg: ModelConfig, src_vocab_size: int, mod
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m training.checkpoint slim SRC DST [--dtype float16]``,
-    ``python -m training.checkpoint interpolate TUNED START DST [--weight 0.5]``"""
+    ``python -m training.checkpoint interpolate TUNED START DST [--weight 0.5]``,
+    ``python -m training.checkpoint extend-vocabulary SRC TOKENIZER DST``"""
     import argparse
 
     ap = argparse.ArgumentParser(prog="python -m training.checkpoint")
@@ -511,11 +550,19 @@ def main(argv: list[str] | None = None) -> int:
     i.add_argument("start", help="the checkpoint it was fine-tuned from (.pt)")
     i.add_argument("dst", help="output .pt file (weights only)")
     i.add_argument("--weight", type=float, default=0.5, help="share of start (default 0.5)")
+    x = sub.add_parser(
+        "extend-vocabulary", help="weights for a tokenizer extended with whole words"
+    )
+    x.add_argument("src", help="run directory (best.pt) or .pt file")
+    x.add_argument("tokenizer", help="the extended tokenizer (directory or spm.model)")
+    x.add_argument("dst", help="output .pt file (weights only)")
     args = ap.parse_args(argv)
     ckpt = load_checkpoint(args.tuned if args.command == "interpolate" else args.src)
     if args.command == "interpolate":
         start = load_checkpoint(args.start)
         out = save_checkpoint(interpolate_checkpoints(ckpt, start, args.weight), args.dst)
+    elif args.command == "extend-vocabulary":
+        out = save_checkpoint(extend_vocabulary(ckpt, args.tokenizer), args.dst)
     else:
         dtype = None if args.dtype is None else getattr(torch, args.dtype)
         out = save_checkpoint(slim_checkpoint(ckpt, dtype), args.dst)

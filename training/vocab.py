@@ -42,9 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from lsmt_core.tags import QUALITY_TAGS, lang_tag
 from lsmt_core.target_vocab import select_target_vocab
-
-# SentencePiece ModelProto: field 1 = repeated SentencePiece {1: piece, 2: score, 3: type}
-_NORMAL, _UNUSED = 1, 5
+from lsmt_text.spm_model import NORMAL, PIECES, UNUSED, fields, length_delimited, varint
 
 
 class TargetVocabConfig(BaseModel):
@@ -77,69 +75,26 @@ class TargetVocabConfig(BaseModel):
 # -- restricted SentencePiece models -------------------------------------------------------------
 
 
-def _read_varint(buf: bytes, i: int) -> tuple[int, int]:
-    shift = value = 0
-    while True:
-        b = buf[i]
-        i += 1
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return value, i
-        shift += 7
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b, n = n & 0x7F, n >> 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
-def _fields(buf: bytes):
-    """(field number, wire type, value, raw bytes) of each field of a protobuf message."""
-    i = 0
-    while i < len(buf):
-        start = i
-        key, i = _read_varint(buf, i)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            value, i = _read_varint(buf, i)
-        elif wire == 1:
-            value, i = buf[i : i + 8], i + 8
-        elif wire == 5:
-            value, i = buf[i : i + 4], i + 4
-        elif wire == 2:
-            n, i = _read_varint(buf, i)
-            value, i = buf[i : i + n], i + n
-        else:
-            raise ValueError(f"unsupported protobuf wire type {wire}")
-        yield number, wire, value, buf[start:i]
-
-
 def restrict_model(model_proto: bytes, allowed: set[str]) -> bytes:
     """A copy of a serialized SentencePiece model in which every normal piece outside
     ``allowed`` is marked unused (what C++ ``SetVocabulary`` does). Control, unknown,
     user-defined (tags) and byte pieces are left as they are."""
     out = bytearray()
-    for number, wire, value, raw in _fields(model_proto):
-        if number == 1 and wire == 2:
-            piece, kind = None, _NORMAL
-            for n, _, v, _ in _fields(value):
+    for number, wire, value, raw in fields(model_proto):
+        if number == PIECES and wire == 2:
+            piece, kind = None, NORMAL
+            for n, _, v, _ in fields(value):
                 if n == 1:
                     piece = bytes(v).decode("utf-8")
                 elif n == 3:
                     kind = v
-            if kind == _NORMAL and piece not in allowed:
+            if kind == NORMAL and piece not in allowed:
                 sub = bytearray()
-                for n, _, _, r in _fields(value):
+                for n, _, _, r in fields(value):
                     if n != 3:
                         sub += r
-                sub += _varint(3 << 3) + _varint(_UNUSED)
-                out += _varint((1 << 3) | 2) + _varint(len(sub)) + sub
+                sub += varint(3 << 3) + varint(UNUSED)
+                out += length_delimited(PIECES, bytes(sub))
                 continue
         out += raw
     return bytes(out)
