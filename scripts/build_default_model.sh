@@ -18,6 +18,9 @@
 #   DENSE_STEPS=20 LSL_STEPS=20 MIXED_STEPS=20 ...   # a quick smoke run of the whole pipeline
 #   MIXED_SET='data.source_weights={tatoeba: 3}' ...  # a recipe override for stage 3 (a run
 #                                        # resumed keeps its own recipe unless told otherwise)
+#   EXTEND_VOCAB=500 ...                 # a new stage-3 run from the shipped bundle with its
+#                                        # tokenizer extended by 500 whole words per language
+#                                        # (python -m lsmt_text.tokenizer extend; docs/data.md)
 #
 # Where the corpora and runs live: data/ and runs/ of the checkout. A checkout that is
 # replaced between calls (a fresh clone per session or per CI job) would lose the run it is
@@ -95,7 +98,7 @@ else
     if [ ! -f runs/default_mixed/last.pt ] && \
             ! cmp -s "$OUT/manifest.json" runs/default_start/manifest.json 2>/dev/null; then
         echo "default model: a new run starts from $OUT as shipped now"
-        rm -rf runs/default_start runs/default_init.pt
+        rm -rf runs/default_start runs/default_init.pt runs/default_init.extended
         cp -r "$OUT" runs/default_start
     fi
     [ -d runs/default_start ] || cp -r "$OUT" runs/default_start
@@ -107,10 +110,27 @@ p = json.load(open('runs/default_start/manifest.json'))['provenance']
 print((p.get('step') or 0) + p['recipe']['training'].get('lr_schedule_offset', 0))")
     [ -f runs/default_init.pt ] || \
         $PY -m model_export checkpoint runs/default_start --out runs/default_init.pt
+    # The start's tokenizer extended with whole words, and its weights with rows for them; the
+    # marker keeps a resumed call from extending twice.
+    if [ -n "${EXTEND_VOCAB:-}" ] && [ ! -f runs/default_init.extended ]; then
+        if [ -f runs/default_mixed/last.pt ]; then
+            echo "EXTEND_VOCAB starts a new run: move runs/default_mixed away first" >&2
+            exit 1
+        fi
+        $PY -m lsmt_text.tokenizer extend --model "$START_TOKENIZER" --data "$MIXED/corpus" \
+            --out "$MIXED/tokenizer" --per-language "$EXTEND_VOCAB"
+        $PY -m training.checkpoint extend-vocabulary runs/default_init.pt "$MIXED/tokenizer" \
+            runs/default_init.pt
+        touch runs/default_init.extended
+    fi
 fi
-# Stage 3 keeps the stage-2 tokenizer; its per-target vocabularies follow the mixed corpus.
-[ -f "$MIXED/tokenizer/frequencies.json" ] || $PY -m lsmt_text.tokenizer recount \
-    --model "$START_TOKENIZER" --data "$MIXED/corpus" --out "$MIXED/tokenizer"
+# Stage 3 keeps the stage-2 tokenizer (or its extension); its per-target vocabularies follow
+# the mixed corpus.
+if [ ! -f runs/default_init.extended ] && { [ ! -f "$MIXED/tokenizer/frequencies.json" ] || \
+        ! cmp -s "$START_TOKENIZER/spm.model" "$MIXED/tokenizer/spm.model"; }; then
+    $PY -m lsmt_text.tokenizer recount --model "$START_TOKENIZER" --data "$MIXED/corpus" \
+        --out "$MIXED/tokenizer"
+fi
 train mixed "$MIXED_STEPS"
 # Choose, evaluate and ship the slice when it is better than the shipped model.
 PY=$PY DATA="$MIXED/corpus" OUT="$OUT" scripts/ship_default_model.sh
