@@ -42,6 +42,7 @@ if [ -n "${STATE:-}" ]; then
     done
     echo "default model: data/ and runs/ are in $STATE"
 fi
+mkdir -p runs  # a fresh clone has none
 # Public-domain editions only (a shipped model is derived from its training text): Spanish
 # Reina-Valera 1909, French Louis Segond 1910 and Italian Diodati 1649 instead of the table's
 # modern primaries; see `python -m lsmt_text.data editions`.
