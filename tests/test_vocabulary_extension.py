@@ -119,6 +119,9 @@ def test_extended_weights_read_old_text_as_before_and_train_on(extended, tiny_ru
     # a tokenizer that is not the checkpoint's with pieces appended is refused
     with pytest.raises(ValueError, match="pieces appended"):
         extend_vocabulary(ckpt, tok)
+    without = {k: v for k, v in ckpt.items() if k != "tokenizer"}
+    with pytest.raises(ValueError, match="does not carry its tokenizer"):
+        extend_vocabulary(without, out)
 
     # the command line writes the same weights, and training starts from them
     weights = tmp_path / "extended.pt"

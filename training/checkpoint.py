@@ -277,6 +277,11 @@ def extend_vocabulary(ckpt: dict[str, Any], tokenizer: Path | str) -> dict[str, 
 
     from lsmt_text.spm_model import pieces
 
+    if "tokenizer" not in ckpt:
+        raise ValueError(
+            "the checkpoint does not carry its tokenizer (one made from a bundle before "
+            "2026-11-29): make it again with python -m model_export checkpoint BUNDLE"
+        )
     ref = tokenizer_reference(tokenizer)
     old_proto = ckpt["tokenizer"]["spm_model"]
     old, new = pieces(old_proto), pieces(ref["spm_model"])
