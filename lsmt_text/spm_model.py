@@ -64,25 +64,29 @@ def length_delimited(number: int, body: bytes) -> bytes:
     return varint((number << 3) | _LEN) + varint(len(body)) + body
 
 
+def read_piece(message: bytes) -> tuple[str, float, int]:
+    """(piece, score, type) of one ``SentencePiece`` message."""
+    piece, score, kind = "", 0.0, NORMAL
+    for n, _, v, _ in fields(message):
+        if n == 1:
+            assert isinstance(v, bytes)
+            piece = v.decode("utf-8")
+        elif n == 2:
+            assert isinstance(v, bytes)
+            score = struct.unpack("<f", v)[0]
+        elif n == 3:
+            assert isinstance(v, int)
+            kind = v
+    return piece, score, kind
+
+
 def pieces(model_proto: bytes) -> list[tuple[str, float, int]]:
     """(piece, score, type) of every piece, in id order."""
-    out = []
-    for number, wire, value, _ in fields(model_proto):
-        if number == PIECES and wire == _LEN:
-            assert isinstance(value, bytes)
-            piece, score, kind = "", 0.0, NORMAL
-            for n, _, v, _ in fields(value):
-                if n == 1:
-                    assert isinstance(v, bytes)
-                    piece = v.decode("utf-8")
-                elif n == 2:
-                    assert isinstance(v, bytes)
-                    score = struct.unpack("<f", v)[0]
-                elif n == 3:
-                    assert isinstance(v, int)
-                    kind = v
-            out.append((piece, score, kind))
-    return out
+    return [
+        read_piece(value)
+        for number, wire, value, _ in fields(model_proto)
+        if number == PIECES and wire == _LEN and isinstance(value, bytes)
+    ]
 
 
 def _with_vocab_size(trainer_spec: bytes, size: int) -> bytes:

@@ -374,13 +374,14 @@ def extend(
     data_dir, out_dir = Path(data_dir), Path(out_dir)
     src = Path(model) / MODEL_FILE if Path(model).is_dir() else Path(model)
     lines = {lang: training_lines(data_dir, lang, sources) for lang in corpus_languages(data_dir)}
-    extended, chosen = extend_model(src.read_bytes(), lines, per_language, min_count)
+    original = src.read_bytes()
+    extended, chosen = extend_model(original, lines, per_language, min_count)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / MODEL_FILE).write_bytes(extended)
     info = recount(out_dir / MODEL_FILE, data_dir, out_dir)
     info["extension"] = {
         "from": str(src),
-        "from_vocab_size": len(model_pieces(src.read_bytes())),
+        "from_vocab_size": len(model_pieces(original)),
         "sources": sorted(sources) if sources is not None else "all",
         "per_language": per_language,
         "min_count": min_count,

@@ -42,7 +42,15 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from lsmt_core.tags import QUALITY_TAGS, lang_tag
 from lsmt_core.target_vocab import select_target_vocab
-from lsmt_text.spm_model import NORMAL, PIECES, UNUSED, fields, length_delimited, varint
+from lsmt_text.spm_model import (
+    NORMAL,
+    PIECES,
+    UNUSED,
+    fields,
+    length_delimited,
+    read_piece,
+    varint,
+)
 
 
 class TargetVocabConfig(BaseModel):
@@ -82,12 +90,7 @@ def restrict_model(model_proto: bytes, allowed: set[str]) -> bytes:
     out = bytearray()
     for number, wire, value, raw in fields(model_proto):
         if number == PIECES and wire == 2:
-            piece, kind = None, NORMAL
-            for n, _, v, _ in fields(value):
-                if n == 1:
-                    piece = bytes(v).decode("utf-8")
-                elif n == 3:
-                    kind = v
+            piece, _, kind = read_piece(value)
             if kind == NORMAL and piece not in allowed:
                 sub = bytearray()
                 for n, _, _, r in fields(value):
