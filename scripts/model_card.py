@@ -122,6 +122,7 @@ class CardInputs:
     choice: dict[str, Any]  # how far back toward its start, chosen on dev (choice.json, or {})
     earlier: list[dict[str, Any]]  # stages 1 and 2
     slices: list[dict[str, Any]]  # every stage-3 slice shipped (slices.json)
+    best_dev_step: int | None  # the stage-3 run's best in-loop dev step (its best.pt)
     apertium: Path
 
     @property
@@ -164,6 +165,7 @@ def build_card(bundle: Path, evidence: Path, curve: Path) -> str:
         slices=_json(evidence / "slices.json")["slices"]
         if (evidence / "slices.json").is_file()
         else [],
+        best_dev_step=best_dev_step(evidence) if stage3 else None,
         apertium=evidence / "apertium_ntrex.json",
     )
     if stage3:
@@ -329,7 +331,8 @@ def _training(card: CardInputs) -> list[str]:
     return [
         *lines,
         f"- `{name}`: the LSL model trained further on the mixed corpus "
-        f"(`training/recipes/{name}.yaml`); best dev checkpoint at step "
+        f"(`training/recipes/{name}.yaml`); "
+        f"{checkpoint_kind(prov['step'], summary, card.best_dev_step)} checkpoint at step "
         f"{prov['step']} of {summary['step']} run, {summary['train_seconds'] / 60:.0f} min "
         f"of training on {summary.get('device_name') or summary['device']}, in "
         "time-limited, resumed slices"
@@ -357,36 +360,54 @@ def _slices(slices: list[dict[str, Any]]) -> list[str]:
         " the mean over NTREX and the held-out software and everyday test sets, as served;"
         " Bible: Acts):",
         "",
-        "  | shipped | on | updates | minutes | best step | weight back | general | Bible |",
+        "  | shipped | on | updates | minutes | step (checkpoint) | weight back | general "
+        "| Bible |",
         "  |---|---|---:|---:|---:|---:|---|---|",
     ]
     for s in slices:
         lines.append(
             f"  | {s['shipped']} | {s['device']} | {s['updates']:,} | {s['train_minutes']} | "
-            f"{s['best_step']:,} | {s['weight_back']:g} | {s['general_before']:.2f} -> "
+            f"{s['step']:,} ({s['checkpoint']}) | {s['weight_back']:g} | "
+            f"{s['general_before']:.2f} -> "
             f"{s['general_after']:.2f} | {s['bible_before']:.2f} -> {s['bible_after']:.2f} |"
         )
     return lines
 
 
-def record_slice(evidence: Path, verdict: Path, weight: float, shipped: str) -> None:
-    """Append the slice just shipped to ``slices.json`` (from its summary and verdict)."""
+def best_dev_step(evidence: Path) -> int | None:
+    """The step of the stage-3 run's best in-loop dev evaluation (the step of its best.pt),
+    from the run's ``metrics.jsonl``."""
+    evals = [
+        json.loads(line)
+        for line in (evidence / "metrics.jsonl").read_text().splitlines()
+        if '"eval"' in line
+    ]
+    best = max(evals, key=lambda e: e.get("dev_chrf", float("-inf")), default={})
+    return best.get("step")
+
+
+def checkpoint_kind(step: int, summary: dict[str, Any], best_step: int | None) -> str:
+    """Which of the run's checkpoints a step is: the ship script takes its best.pt, its
+    last.pt or a checkpoint file it is given, and the card must not call them all "best"."""
+    if step == best_step:
+        return "best dev"
+    return "last" if step == summary.get("step") else "saved"
+
+
+def record_slice(evidence: Path, verdict: Path, weight: float, shipped: str, step: int) -> None:
+    """Append the slice just shipped, from ``step`` of its run (the shipped bundle's), to
+    ``slices.json`` (from its summary and verdict)."""
     summary, found = _json(evidence / "summary.json"), _json(verdict)
     path = evidence / "slices.json"
     history = _json(path) if path.is_file() else {"slices": []}
-    best = max(
-        (json.loads(line) for line in (evidence / "metrics.jsonl").read_text().splitlines()
-         if '"eval"' in line),
-        key=lambda e: e.get("dev_chrf", float("-inf")),
-        default={},
-    )  # fmt: skip
     history["slices"].append({
         "shipped": shipped,
         "device": summary.get("device_name") or summary.get("device"),
         "updates": summary.get("steps_this_run", summary.get("step")),
         # this slice's minutes (the call's; train_seconds counts every slice of the run)
         "train_minutes": round(summary.get("seconds", 0) / 60),
-        "best_step": best.get("step"),
+        "step": step,
+        "checkpoint": checkpoint_kind(step, summary, best_dev_step(evidence)),
         "weight_back": weight,
         "general_before": round(found["general_before"], 2),
         "general_after": round(found["general_after"], 2),
@@ -397,30 +418,34 @@ def record_slice(evidence: Path, verdict: Path, weight: float, shipped: str) -> 
 
 
 def _weight_choice(choice: dict[str, Any]) -> list[str]:
-    """The dev table the weight back toward the start was chosen by (ship.py --choose);
-    candidates are folders named by their weight (``.../candidates/0.35/dev``)."""
+    """The dev table the candidate was chosen by (ship.py --choose): the run's checkpoints,
+    each moved some weight back toward the start, in folders ``.../candidates/last/0.35/dev``
+    (before checkpoints were candidates too: ``.../candidates/0.35/dev``, best.pt's)."""
     if not choice:
         return []
 
-    def weight(folder: str) -> str:
-        return Path(folder).parent.name
+    def candidate(folder: str) -> tuple[str, str]:
+        weights = Path(folder).parent
+        kind = weights.parent.name
+        return ("best" if kind == "candidates" else kind), weights.name
 
     verdicts = choice["verdicts"]
+    kind, weight = candidate(choice["chosen"])
     lines = [
         "",
-        f"  The weight, {weight(choice['chosen'])}, was chosen on the dev slices (Romans for "
-        "the Bible, the other sources' dev documents; `python -m model_export.ship --choose`): "
-        f"the best general mean among the candidates within {BIBLE_TOLERANCE:g} chrF of the "
-        "shipped model on Romans.",
+        f"  The candidate, the run's {kind} checkpoint moved {weight} back, was chosen on the "
+        "dev slices (Romans for the Bible, the other sources' dev documents; `python -m "
+        "model_export.ship --choose`): the best general mean among the candidates within "
+        f"{BIBLE_TOLERANCE:g} chrF of the shipped model on Romans.",
         "",
-        "  | weight back | Romans (shipped) | Romans | general dev mean (shipped) | general dev "
-        "mean | within the rule |",
-        "  |---|---|---|---|---|---|",
+        "  | checkpoint | weight back | Romans (shipped) | Romans | general dev mean (shipped) "
+        "| general dev mean | within the rule |",
+        "  |---|---|---|---|---|---|---|",
     ]
     for folder, v in verdicts.items():
         lines.append(
-            f"  | {weight(folder)} | {v['acts_before']:.2f} | {v['acts_after']:.2f} | "
-            f"{v['general_before']:.2f} | {v['general_after']:.2f} | "
+            f"  | {' | '.join(candidate(folder))} | {v['acts_before']:.2f} | "
+            f"{v['acts_after']:.2f} | {v['general_before']:.2f} | {v['general_after']:.2f} | "
             f"{'yes' if v['ships'] else 'no'} |"
         )
     return lines
@@ -529,7 +554,8 @@ def main() -> int:
     args = p.parse_args()
     if args.record_slice is not None:
         today = datetime.datetime.now(datetime.UTC).date().isoformat()
-        record_slice(args.evidence, args.record_slice, args.weight, today)
+        step = _json(args.bundle / "manifest.json")["provenance"]["step"]
+        record_slice(args.evidence, args.record_slice, args.weight, today, step)
     args.out.write_text(build_card(args.bundle, args.evidence, args.curve))
     print(f"model card -> {args.out}")
     return 0

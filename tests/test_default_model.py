@@ -218,19 +218,28 @@ def test_the_model_card_is_generated_from_the_bundle_and_its_evaluations(tmp_pat
     spec.loader.exec_module(model_card)
     card = model_card.build_card(DEFAULT, ROOT / "docs/default_model", tmp_path / "curve.png")
     assert card == (ROOT / "MODEL_CARD.md").read_text()
-    # a slice shipped next joins the lineage from its summary and verdict
+    # a slice shipped next joins the lineage from its summary and verdict, named by the
+    # checkpoint it shipped: here the run's last one, which is not its best dev step
     evidence = tmp_path / "evidence"
     shutil.copytree(ROOT / "docs/default_model", evidence)
-    verdict = tmp_path / "verdict.json"
-    verdict.write_text(json.dumps({"general_before": 28.82, "general_after": 29.5,
-                                   "acts_before": 37.85, "acts_after": 37.6}))  # fmt: skip
-    model_card.record_slice(evidence, verdict, 0.35, "2026-12-01")
-    card = model_card.build_card(DEFAULT, evidence, tmp_path / "curve.png")
     summary = json.loads((evidence / "summary.json").read_text())
     evals = [json.loads(x) for x in (evidence / "metrics.jsonl").read_text().splitlines()]
     best = max((e for e in evals if e.get("kind") == "eval"), key=lambda e: e["dev_chrf"])
+    assert best["step"] != summary["step"]
+    verdict = tmp_path / "verdict.json"
+    verdict.write_text(json.dumps({"general_before": 28.82, "general_after": 29.5,
+                                   "acts_before": 37.85, "acts_after": 37.6}))  # fmt: skip
+    model_card.record_slice(evidence, verdict, 0.35, "2026-12-01", summary["step"])
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    manifest = json.loads((DEFAULT / "manifest.json").read_text())
+    manifest["provenance"]["step"] = summary["step"]
+    (bundle / "manifest.json").write_text(json.dumps(manifest))
+    card = model_card.build_card(bundle, evidence, tmp_path / "curve.png")
     row = (
         f"| 2026-12-01 | {summary['device_name']} | {summary['steps_this_run']:,} | "
-        f"{round(summary['seconds'] / 60)} | {best['step']:,} | 0.35 | 28.82 -> 29.50 |"
+        f"{round(summary['seconds'] / 60)} | {summary['step']:,} (last) | 0.35 | 28.82 -> 29.50 |"
     )
     assert row in card, row
+    assert f"last checkpoint at step {summary['step']} of {summary['step']} run" in card
+    assert f"best dev checkpoint at step {best['step']}" not in card
