@@ -40,9 +40,9 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from .bench_fair import percentile
 from .results import write_results
 from .server_process import ROOT
+from .timings import percentile
 
 if TYPE_CHECKING:
     from server.bundles import ServedBundle
@@ -206,7 +206,7 @@ def measure_mode(
         / len(bodies),
         "translate_s_per_request": stage_s.get("translate", 0) / len(bodies),
         "p50_s": statistics.median(latencies),
-        "p95_s": percentile(latencies, 95),
+        "p95_s": percentile(latencies, 0.95),
         "requests_per_s": len(bodies) / wall,
         "resident_engines": sum(len(k) for k in resident.values()),
         "distinct_resident_keys": len({k for keys in resident.values() for k in keys}),

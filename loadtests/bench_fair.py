@@ -33,7 +33,6 @@ import statistics
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -43,11 +42,10 @@ from server.timing import parse_server_timing
 
 from .results import write_results
 from .server_process import ROOT, ServerProcess
+from .timings import SPLIT, Sample, percentile, stage_split
 
 NTREX = ROOT / "lsmt_text" / "data" / "ntrex128" / "newstest2019-src.eng.txt"
 POLICIES = ("fifo", "fair", "express-shared", "express")
-STAGES = ("tokenize", "queue", "decode", "check", "detokenize")  # server.timing's, without total
-SPLIT = (*STAGES, "between", "outside")  # a small request's latency, whole
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -102,11 +100,6 @@ def documents(n: int, paragraphs: int, sentences: int = 4) -> list[list[str]]:
     return docs
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
 class HeavyClients:
     """One thread per body (a list of texts), each sending it again as soon as it is answered,
     until stopped; counts the sentences translated (the server's own split of each text)."""
@@ -152,15 +145,6 @@ class HeavyClients:
             t.join()
 
 
-@dataclass
-class Sample:
-    """One small request: its latency at the client, and its server's stage times
-    (``Server-Timing``: tokenize, queue, decode, detokenize, total)."""
-
-    seconds: float
-    stages: dict[str, float]
-
-
 def _sample(client: httpx.Client, body: dict) -> Sample:
     t0 = time.perf_counter()
     r = client.post("/v1/translate", json=body)
@@ -197,28 +181,6 @@ def paced_samples(url: str, body: dict, rate: float, window_s: float, key: str) 
             time.sleep(max(0.0, start + i / rate - time.perf_counter()))
             futures.append(pool.submit(_sample, c, body))
         return [f.result() for f in futures]
-
-
-def stage_split(samples: list[Sample]) -> dict[str, float]:
-    """Where the small requests' time went: each stage's median (``median_<stage>_s``), and
-    its mean over the slowest 5 % of the requests (``tail_<stage>_s``); ``between`` is the
-    server's total less its stages (validation, detection, waiting for the event loop between
-    them), ``outside`` the client's latency less the server's total (HTTP, the event loop
-    before the request is read, the answer's transfer)."""
-
-    def stages(s: Sample) -> dict[str, float]:
-        inside = {k: s.stages.get(k, 0.0) for k in STAGES}
-        total = s.stages.get("total", 0.0)
-        return {**inside, "between": total - sum(inside.values()), "outside": s.seconds - total}
-
-    cut = percentile([s.seconds for s in samples], 0.95)
-    tail = [stages(s) for s in samples if s.seconds >= cut]
-    every = [stages(s) for s in samples]
-    out = {}
-    for k in SPLIT:
-        out[f"median_{k}_s"] = statistics.median(x[k] for x in every)
-        out[f"tail_{k}_s"] = statistics.fmean(x[k] for x in tail)
-    return out
 
 
 def measure_policy(args: argparse.Namespace, policy: str) -> dict:

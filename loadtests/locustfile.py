@@ -29,7 +29,10 @@ Self-contained (the compose ``loadtest`` image holds only this file). Environmen
 - ``LSMT_LOCUST_MODE=page``: only ``POST /translate`` of one to three sentences (as many
   requests of each), the traffic of a busy web page: ``python -m loadtests.peer --stepped``;
 - ``LSMT_LOCUST_THROUGHPUT``: requests per second per user (locust's
-  ``constant_throughput``): users x this = a fixed offered rate.
+  ``constant_throughput``): users x this = a fixed offered rate;
+- ``LSMT_LOCUST_STAGES``: a file to which each answer carrying a ``Server-Timing`` header
+  (LSMT's stages) appends a JSON line: route, latency, the header as sent (where a slow
+  request's time went: ``python -m loadtests.peer``).
 """
 
 from __future__ import annotations
@@ -76,6 +79,7 @@ LIBRETRANSLATE_ONLY = os.environ.get("LSMT_LOCUST_MODE") == "libretranslate"
 PAGE_ONLY = os.environ.get("LSMT_LOCUST_MODE") == "page"
 THROUGHPUT = os.environ.get("LSMT_LOCUST_THROUGHPUT")
 HEADERS = {"X-API-Key": os.environ["LSMT_API_KEY"]} if os.environ.get("LSMT_API_KEY") else {}
+STAGES_FILE = os.environ.get("LSMT_LOCUST_STAGES")
 
 
 class Traffic:
@@ -125,6 +129,13 @@ def _texts(src: str, k: int) -> list[str]:
     return random.sample(pool, min(k, len(pool)))
 
 
+def _record_stages(body: dict, seconds: float, headers) -> None:
+    line = {"route": f"{body['source']}-{body['target']}", "seconds": seconds,
+            "server_timing": headers["server-timing"]}  # fmt: skip
+    with open(STAGES_FILE, "a", encoding="utf-8") as f:
+        f.write(json.dumps(line) + "\n")
+
+
 class Translator(FastHttpUser):
     wait_time = constant_throughput(float(THROUGHPUT)) if THROUGHPUT else between(0.0, 0.2)
 
@@ -134,6 +145,8 @@ class Translator(FastHttpUser):
         ) as r:
             if r.status_code == 200:
                 r.success()
+                if STAGES_FILE and r.headers.get("server-timing"):
+                    _record_stages(body, r.request_meta["response_time"] / 1000, r.headers)
             elif r.status_code == 429:
                 r.failure("queue full")
             else:

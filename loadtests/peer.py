@@ -52,6 +52,7 @@ from .peers import Peers, best_under_target, translate
 from .results import write_results
 from .run import DEFAULT_CORPUS, read_stats, run_locust, traffic_sentences
 from .server_process import ROOT, ServiceProcess, free_port, metric_sum
+from .timings import Sample, stage_split
 
 # torch: the local CPU wheel (never CUDA's); spaCy: the packages' offline sentence splitter,
 # which LibreTranslate's argostranslate fork does not install itself
@@ -209,10 +210,15 @@ def measure(
             "LSMT_LOCUST_ROUTES": ",".join(f"{s}-{t}" for s, t in routes),
             "LSMT_LOCUST_TRAFFIC": str(prefix.parent / "traffic.json"),
         }
-        rate_env = {**env, "LSMT_LOCUST_THROUGHPUT": str(args.rate / args.users)}
         fixed = prefix.with_name(f"{peer.name}_fixed")
+        stages = fixed.with_name(f"{fixed.name}_stages.jsonl")
+        stages.unlink(missing_ok=True)
+        rate_env = {**env, "LSMT_LOCUST_THROUGHPUT": str(args.rate / args.users),
+                    "LSMT_LOCUST_STAGES": str(stages)}  # fmt: skip
         run_locust(peer.url, args.users, args.users, args.duration, fixed, rate_env)
         out["fixed_rate"] = read_stats(fixed)
+        if stages.is_file():  # LSMT's answers say where their time went
+            out["fixed_rate_stages"] = fixed_rate_stages(stages)
         out["steps"] = []
         for users in map(int, args.step_users.split(",")):
             step = prefix.with_name(f"{peer.name}_step{users}")
@@ -227,6 +233,26 @@ def measure(
             for s, t in routes
         }
         return out
+
+
+def fixed_rate_stages(path: Path, slowest: int = 10) -> dict:
+    """Where the fixed-rate traffic's time went in the server (each answer's Server-Timing,
+    recorded by the locustfile): the stage split (median, and mean over the slowest 5 %), and
+    the slowest requests one by one, each marked when it was the first answered on its route
+    (whose decode holds the route's engine load: the first traffic's tail)."""
+    from server.timing import parse_server_timing
+
+    samples, rows, seen = [], [], set()
+    for line in path.read_text().splitlines():
+        x = json.loads(line)
+        stages = parse_server_timing(x["server_timing"])
+        samples.append(Sample(x["seconds"], stages))
+        rows.append({"route": x["route"], "first_on_route": x["route"] not in seen,
+                     "ms": x["seconds"] * 1000,
+                     **{f"{k}_ms": v * 1000 for k, v in stages.items()}})  # fmt: skip
+        seen.add(x["route"])
+    rows.sort(key=lambda r: -r["ms"])
+    return {"requests": len(samples), **stage_split(samples), "slowest": rows[:slowest]}
 
 
 def prepare(args: argparse.Namespace) -> Peers:
@@ -306,6 +332,16 @@ def main(argv: list[str] | None = None) -> dict:
     for row in rows:
         print(f"{row['measure']:<40} {row['lsmt']:>12.1f} {row['libretranslate']:>14.1f}")
     print(f"identical outputs: {result['agreement']}")
+    if "fixed_rate_stages" in result["lsmt"]:
+        split = result["lsmt"]["fixed_rate_stages"]
+        tail = ", ".join(
+            f"{k.removeprefix('tail_').removesuffix('_s')} {v * 1000:.0f}"
+            for k, v in split.items()
+            if k.startswith("tail_")
+        )
+        first = sum(r["first_on_route"] for r in split["slowest"])
+        print(f"LSMT's slowest 5 % at the fixed rate, mean ms per stage: {tail}; "
+              f"{first} of the {len(split['slowest'])} slowest were a route's first")  # fmt: skip
     return result
 
 

@@ -282,6 +282,7 @@ def test_cold_path_profile_times_an_int8_bundle_both_ways(tmp_path):
 def test_locust_libretranslate_mode_at_a_fixed_rate(quick_models, small_corpus, tmp_path):
     """The side-by-side traffic (loadtests.peer): LibreTranslate's /translate only, on the
     given routes, at users x throughput requests/s."""
+    from loadtests import peer
     from loadtests.run import corpus_sentences, read_stats, run_locust
     from loadtests.server_process import ServerProcess
 
@@ -294,6 +295,7 @@ def test_locust_libretranslate_mode_at_a_fixed_rate(quick_models, small_corpus, 
         "LSMT_LOCUST_ROUTES": "en-de,de-en",
         "LSMT_LOCUST_TRAFFIC": str(traffic),
         "LSMT_LOCUST_THROUGHPUT": "1.0",
+        "LSMT_LOCUST_STAGES": str(tmp_path / "stages.jsonl"),
     }
     with ServerProcess([models.bundles["lsl"]]) as server:
         prefix = tmp_path / "lt"
@@ -302,6 +304,15 @@ def test_locust_libretranslate_mode_at_a_fixed_rate(quick_models, small_corpus, 
     assert set(stats["by_name"]) <= {"translate sentence", "translate paragraph"}
     assert stats["requests"] > 0 and stats["failures"] == 0, stats
     assert stats["requests_per_s"] <= 2.5  # 2 users x 1 request/s, not as fast as possible
+    # every answer's Server-Timing was recorded: where the fixed-rate traffic's time went
+    split = peer.fixed_rate_stages(tmp_path / "stages.jsonl")
+    # locust rewrites its CSV once a second and stops its writer at the end, so the CSV can
+    # miss the last second's answers (2 users x 1 request/s); the stages file has them all
+    assert stats["requests"] <= split["requests"] <= stats["requests"] + 4, split
+    assert split["median_decode_s"] > 0 and split["tail_decode_s"] > 0, split
+    first = [r for r in split["slowest"] if r["first_on_route"]]
+    assert {r["route"] for r in first} <= {"en-de", "de-en"}
+    assert len(first) <= 2 and all(r["ms"] >= r["total_ms"] > 0 for r in split["slowest"])
 
 
 def test_peer_stepped_mode_against_lsmt_alone(tmp_path):
@@ -342,6 +353,16 @@ def test_traffic_comes_from_ntrex_when_no_corpus_was_built(small_corpus, tmp_pat
     built, source = traffic_sentences(small_corpus, "test", 20)
     assert str(small_corpus) in source and set(built) == {"de", "en", "zh"}
     assert not set(built["en"]) & set(ntrex_lines("en"))
+
+
+def test_percentile_is_the_nearest_rank_of_a_quantile():
+    from loadtests.timings import percentile
+
+    values = [float(v) for v in range(100, -1, -1)]  # 0 to 100, unordered
+    assert percentile(values, 0.5) == 50.0 and percentile(values, 0.95) == 95.0
+    assert percentile(values, 0.0) == 0.0 and percentile(values, 1.0) == 100.0
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        percentile(values, 95)  # a percent is not a quantile
 
 
 def test_peer_agreement_counts_identical_outputs():
