@@ -365,6 +365,45 @@ def test_percentile_is_the_nearest_rank_of_a_quantile():
         percentile(values, 95)  # a percent is not a quantile
 
 
+def test_profile_stacks_are_summed_by_function_and_package(tmp_path):
+    """py-spy's collapsed stacks: a function counts its own samples where it is innermost and
+    its total wherever it is in a stack (once per stack), whatever the line."""
+    from loadtests.profile_server import read_stacks
+
+    stacks = tmp_path / "stacks.txt"
+    stacks.write_text(
+        "run (uvicorn/server.py:10);handle (server/app.py:5);encode (lsmt_core/text.py:7) 3\n"
+        "run (uvicorn/server.py:12);handle (server/app.py:9) 2\n"
+        "run (uvicorn/server.py:10);handle (server/app.py:5);handle (server/app.py:6) 1\n"
+    )
+    own, total, packages, samples = read_stacks(stacks)
+    assert samples == 6
+    assert own == {"encode (lsmt_core/text.py)": 3, "handle (server/app.py)": 3}
+    assert total["run (uvicorn/server.py)"] == 6 and total["handle (server/app.py)"] == 6
+    assert packages == {"lsmt_core": 3, "server": 3}
+
+
+def test_profile_server_splits_a_loaded_servers_cpu(tmp_path):
+    """A real server under page traffic, sampled by py-spy: requests answered, the process's
+    CPU per request, split into the GIL's time (by package, adding up to it) and the rest."""
+    from loadtests import profile_server
+
+    out = tmp_path / "profile"
+    result = profile_server.main(["--users", "4", "--duration", "4", "--rate", "200",
+                                  "--routes", "en-es,es-en", "--out", str(out)])  # fmt: skip
+    assert result["requests"] > 0 and result["cpu_ms_per_request"] > 0, result
+    assert result["samples"] > 0 and 0 < result["gil_busy_share"] <= 1.05, result
+    assert sum(r["share_of_gil"] for r in result["packages"]) == pytest.approx(1.0)
+    assert sum(r["gil_ms_per_request"] for r in result["packages"]) == pytest.approx(
+        result["gil_ms_per_request"]
+    )
+    # the samples are the server's: its entry point is in the stacks
+    assert any("(server/__main__.py)" in r["function"] for r in result["top_total"])
+    with open(out / "functions.csv") as f:
+        assert len(list(csv.DictReader(f))) >= len(result["top_own"])
+    _png(out / "profile.png")
+
+
 def test_peer_agreement_counts_identical_outputs():
     from loadtests.peer import agreement
 
