@@ -88,6 +88,7 @@ if [ -d "$RUN" ]; then
 else
     CHECKPOINTS=("$RUN")
 fi
+[ "${#CHECKPOINTS[@]}" -gt 0 ] || { echo "no best.pt or last.pt in $RUN" >&2; exit 1; }
 CANDIDATES=()
 for ckpt in "${CHECKPOINTS[@]}"; do
     for w in $WISE; do
