@@ -42,6 +42,7 @@ import httpx
 from loadtests.results import print_checks, write_results
 from loadtests.run import MAX_CHARS
 from loadtests.server_process import ROOT, ServerProcess, metric_sum
+from loadtests.timings import percentile
 
 MiB = 1 << 20
 ADMIN_KEY = "soak-admin"
@@ -271,10 +272,7 @@ def reload_bundles(url: str, elapsed: float) -> dict:
 
 
 def quantile_ms(seconds: list[float], q: float) -> float | None:
-    if not seconds:
-        return None
-    ordered = sorted(seconds)
-    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000, 1)
+    return round(percentile(seconds, q) * 1000, 1) if seconds else None
 
 
 def sample(server: ServerProcess, window: Window, elapsed: float) -> dict:
