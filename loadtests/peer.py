@@ -21,8 +21,12 @@ held-out sentences and two-sentence paragraphs, Zipf-popular routes):
 - the first request on a route not used yet;
 - p50/p95/p99 and errors at a fixed offered rate (``--rate`` requests/s), and the
   throughput at the largest user count whose p95 stays under ``--p95-target-ms``;
-- the outputs of every held-out sentence compared (the same weights: they should agree).
+- the outputs of every held-out sentence compared (the same weights: they should agree);
+- LSMT's answers at the fixed rate say where their time went (``Server-Timing``): the stages
+  of its slowest 5 % and its slowest requests one by one, each marked when it was a route's
+  first (``fixed_rate_stages``).
 
+``--lsmt-env LSMT_X=V`` adds a server setting to LSMT's (e.g. ``LSMT_WARMUP_ROUTES=all``).
 Writes ``results.json``, ``results.csv`` (one row per server and measurement) and
 ``peer.png`` (latency at the fixed rate, p95 against throughput in the steps) into ``--out``.
 
@@ -95,8 +99,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="what LSMT serves: the bundle, or the Argos packages LibreTranslate serves (ready "
         "models: no engine cache)",
     )
+    p.add_argument(
+        "--lsmt-env",
+        action="append",
+        default=[],
+        metavar="LSMT_X=V",
+        help="a server setting for LSMT beyond the run's own (repeatable), e.g. "
+        "LSMT_WARMUP_ROUTES=all",
+    )
     p.add_argument("--out", type=Path, default=ROOT / "runs" / "peer")
     args = p.parse_args(argv)
+    if any("=" not in kv for kv in args.lsmt_env):
+        p.error("--lsmt-env takes KEY=VALUE")
+    args.lsmt_settings = dict(kv.split("=", 1) for kv in args.lsmt_env)
     if args.p95_target_ms is None:
         args.p95_target_ms = 300.0 if args.stepped else 1000.0
     if args.step_users is None:
@@ -122,7 +137,11 @@ def python_with(root: Path, requirements: list[str]) -> Path:
     return python
 
 
-def lsmt_server(bundle: Path, engine_cache: Path | None) -> ServiceProcess:
+def lsmt_server(
+    bundle: Path, engine_cache: Path | None, settings: dict[str, str] | None = None
+) -> ServiceProcess:
+    """LSMT as the runs measure it (CPU int8, greedy, no output checks), with ``settings``
+    on top."""
     port = free_port()
     env = {
         "LSMT_DEVICE": "cpu",
@@ -134,6 +153,7 @@ def lsmt_server(bundle: Path, engine_cache: Path | None) -> ServiceProcess:
         "LSMT_NO_REPEAT_NGRAM_SIZE": "0",
         "LSMT_OUTPUT_CHECKS": "false",
         "LSMT_LOG_LEVEL": "warning",
+        **(settings or {}),
     }
     if engine_cache is not None:
         shutil.rmtree(engine_cache, ignore_errors=True)  # filled by this run's server
@@ -290,7 +310,9 @@ def prepare(args: argparse.Namespace) -> Peers:
 
     cache = args.out / "lsmt-engine-cache" if args.engine_cache else None
     served = packages if args.lsmt_serves == "packages" else args.bundle
-    servers: dict = {"lsmt": (lambda: lsmt_server(served, cache), lsmt_settle)}
+    servers: dict = {
+        "lsmt": (lambda: lsmt_server(served, cache, args.lsmt_settings), lsmt_settle)
+    }
     if "libretranslate" in peers:
         python = python_with(args.venv, LIBRETRANSLATE)
         home = args.out / "libretranslate-home"
@@ -315,6 +337,7 @@ def main(argv: list[str] | None = None) -> dict:
         "routes": [f"{s}-{t}" for s, t in peers.routes],
         "sentences": peers.source,
         "lsmt_serves": args.lsmt_serves,
+        "lsmt_settings": args.lsmt_settings,
     }
     if args.stepped:
         from .peer_steps import stepped

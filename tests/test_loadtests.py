@@ -338,6 +338,22 @@ def test_peer_stepped_mode_against_lsmt_alone(tmp_path):
     _png(out / "stepped.png")
 
 
+def test_peer_lsmt_server_takes_extra_settings():
+    """``loadtests.peer --lsmt-env``: LSMT starts with the run's settings and the ones given
+    (here its warm-up routes, which /readyz reports)."""
+    import httpx
+
+    from loadtests.peer import lsmt_server, parse_args
+    from loadtests.server_process import ROOT
+
+    args = parse_args(["--lsmt-env", "LSMT_WARMUP_ROUTES=en-es,es-en"])
+    with lsmt_server(ROOT / "models" / "default", None, args.lsmt_settings) as server:
+        ready = httpx.get(f"{server.url}/readyz", timeout=10).json()
+    assert ready["warmup"]["routes"] == ["en-es", "es-en"] and ready["warmup"]["done"]
+    with pytest.raises(SystemExit):
+        parse_args(["--lsmt-env", "LSMT_WARMUP_ROUTES"])  # not KEY=VALUE
+
+
 def test_traffic_comes_from_ntrex_when_no_corpus_was_built(small_corpus, tmp_path):
     """A fresh clone has no corpus: the load runs' traffic falls back to the committed NTREX
     sentences (within the length cap), and a built corpus's split is used when there is one."""
