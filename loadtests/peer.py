@@ -310,9 +310,7 @@ def prepare(args: argparse.Namespace) -> Peers:
 
     cache = args.out / "lsmt-engine-cache" if args.engine_cache else None
     served = packages if args.lsmt_serves == "packages" else args.bundle
-    servers: dict = {
-        "lsmt": (lambda: lsmt_server(served, cache, args.lsmt_settings), lsmt_settle)
-    }
+    servers: dict = {"lsmt": (lambda: lsmt_server(served, cache, args.lsmt_settings), lsmt_settle)}
     if "libretranslate" in peers:
         python = python_with(args.venv, LIBRETRANSLATE)
         home = args.out / "libretranslate-home"
