@@ -19,8 +19,9 @@ exits 0 when the candidate ships, 1 when it does not, 2 when the evaluations can
 
 ``--choose``: the same rule for each of several candidates (on dev slices, so that choosing
 among them spends no test set); the chosen one is the best general mean among those that pass,
-or, when none passes, the best on the Bible (the closest to the shipped model). Its folder is
-the last line printed; ``--out`` writes it with every verdict. Exits 0 when the chosen one
+or, when none passes, among those that keep the Bible (the nearest to passing, which the test
+sets then judge), or, when none keeps it, the best on the Bible. Its folder is the last line
+printed; ``--out`` writes it with every verdict. Exits 0 when the chosen one
 passes, 1 when none does.
 """
 
@@ -101,7 +102,7 @@ def decide(before: dict[str, dict], after: dict[str, dict], bible: str = ACTS) -
         verdict.reason = f"no {bible} evaluation in both folders: the rule needs it"
     elif g_after <= g_before:
         verdict.reason = f"general mean {g_after:.2f} is not above the shipped {g_before:.2f}"
-    elif kept["after"] < kept["before"] - BIBLE_TOLERANCE:
+    elif not keeps_bible(verdict):
         verdict.reason = (
             f"{bible} {kept['after']:.2f} loses more than {BIBLE_TOLERANCE} against the "
             f"shipped {kept['before']:.2f}"
@@ -117,11 +118,24 @@ def decide(before: dict[str, dict], after: dict[str, dict], bible: str = ACTS) -
 
 def choose(verdicts: dict[str, Verdict]) -> str:
     """The candidate to take (see the module docstring): the best general mean among those
-    that pass the rule, else the best on the Bible."""
+    that pass the rule; when none passes, among those that keep the Bible (the test sets may
+    still judge it better: the nearest to passing on general text); else the best on the
+    Bible."""
     passing = [name for name, v in verdicts.items() if v.ships]
     if passing:
         return max(passing, key=lambda name: verdicts[name].general_after)
+    keeping = [name for name, v in verdicts.items() if keeps_bible(v)]
+    if keeping:
+        return max(keeping, key=lambda name: verdicts[name].general_after)
     return max(verdicts, key=lambda name: verdicts[name].acts_after or 0.0)
+
+
+def keeps_bible(v: Verdict) -> bool:
+    return (
+        v.acts_before is not None
+        and v.acts_after is not None
+        and v.acts_after >= v.acts_before - BIBLE_TOLERANCE
+    )
 
 
 def load_folder(folder: Path) -> dict[str, dict]:
