@@ -121,6 +121,7 @@ class CardInputs:
     summary: dict[str, Any]  # the stage-3 run's summary.json ({} without stage 3)
     choice: dict[str, Any]  # how far back toward its start, chosen on dev (choice.json, or {})
     earlier: list[dict[str, Any]]  # stages 1 and 2
+    tokenizer_pieces: int  # the tokenizer's pieces as stage 1 trained it
     slices: list[dict[str, Any]]  # every stage-3 slice shipped (slices.json)
     best_dev_step: int | None  # the stage-3 run's best in-loop dev step (its best.pt)
     apertium: Path
@@ -162,6 +163,7 @@ def build_card(bundle: Path, evidence: Path, curve: Path) -> str:
         summary=_json(evidence / "summary.json") if stage3 else {},
         choice=_json(evidence / "choice.json") if (evidence / "choice.json").is_file() else {},
         earlier=_json(evidence / "earlier_stages.json")["stages"],
+        tokenizer_pieces=_json(evidence / "earlier_stages.json")["tokenizer_pieces"],
         slices=_json(evidence / "slices.json")["slices"]
         if (evidence / "slices.json").is_file()
         else [],
@@ -302,11 +304,18 @@ def _data(card: CardInputs) -> list[str]:
                 f"| {lang} | {ed['name']} {ed['year']} (`{ed['code']}`) | "
                 f"{ed.get('licence') or 'not verified'} |"
             )
+    pieces, trained = card.manifest["tokenizer"]["vocab_size"], card.tokenizer_pieces
     lines += [
         "",
-        f"Tokenizer: one SentencePiece unigram model, "
-        f"{card.manifest['tokenizer']['vocab_size']} pieces, trained on the Bibles in stage 1 "
-        "and kept since (byte fallback covers any character)"
+        f"Tokenizer: one SentencePiece unigram model, {pieces} pieces: "
+        + (
+            f"the {trained} trained on the Bibles in stage 1 and {pieces - trained} whole words "
+            "of the mixed corpus added in stage 3 (`python -m lsmt_text.tokenizer extend`, "
+            "docs/data.md)"
+            if pieces > trained
+            else "trained on the Bibles in stage 1 and kept since"
+        )
+        + " (byte fallback covers any character)"
         + (
             "; the per-target vocabularies were recounted on the mixed corpus."
             if card.stage3
