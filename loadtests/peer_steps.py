@@ -23,16 +23,25 @@ from .server_process import ServiceProcess
 SHORT_CHARS = 150  # a web page's sentences: the held-out ones up to this length
 
 
-def stepped(args: argparse.Namespace, peers: Peers, result: dict) -> dict:
+def page_traffic(
+    sentences: dict[str, list[str]], routes: list[tuple[str, str]], out: Path
+) -> tuple[dict[str, list[str]], dict[str, str]]:
+    """A busy web page's traffic: the short sentences (written to ``out/page_traffic.json``)
+    and the locustfile's environment that sends them over ``routes``."""
     short = {lang: [s for s in lines if len(s) <= SHORT_CHARS] or lines
-             for lang, lines in peers.sentences.items()}  # fmt: skip
-    traffic = args.out / "page_traffic.json"
+             for lang, lines in sentences.items()}  # fmt: skip
+    traffic = out / "page_traffic.json"
     traffic.write_text(json.dumps({"sentences": short}) + "\n")
     env = {
         "LSMT_LOCUST_MODE": "page",
-        "LSMT_LOCUST_ROUTES": ",".join(f"{s}-{t}" for s, t in peers.routes),
+        "LSMT_LOCUST_ROUTES": ",".join(f"{s}-{t}" for s, t in routes),
         "LSMT_LOCUST_TRAFFIC": str(traffic),
     }
+    return short, env
+
+
+def stepped(args: argparse.Namespace, peers: Peers, result: dict) -> dict:
+    short, env = page_traffic(peers.sentences, peers.routes, args.out)
     target = args.p95_target_ms
     result.update({"p95_target_ms": target, "step_duration": args.step_duration})
     rows = []

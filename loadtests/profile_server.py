@@ -30,7 +30,6 @@ py-spy reads the server's memory: it needs ptrace rights (root, or
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import subprocess
 import sys
@@ -40,7 +39,7 @@ from collections import Counter
 from pathlib import Path
 
 from .peer import lsmt_server, wait_for_cache_fill
-from .peer_steps import SHORT_CHARS
+from .peer_steps import page_traffic
 from .peers import translate
 from .results import write_results
 from .run import DEFAULT_CORPUS, run_locust, traffic_sentences
@@ -116,12 +115,7 @@ def profile(args: argparse.Namespace, command: str) -> tuple[dict, list[dict]]:
     chosen = args.routes.split(",") if args.routes else [f"{s}-{t}" for s, t in bundle.routes]
     routes = [tuple(r.split("-")) for r in chosen]
     sentences, source = traffic_sentences(args.corpus, "test", 60)
-    short = {lang: [s for s in lines if len(s) <= SHORT_CHARS] or lines
-             for lang, lines in sentences.items()}  # fmt: skip
-    traffic = args.out / "page_traffic.json"
-    traffic.write_text(json.dumps({"sentences": short}) + "\n")
-    env = {"LSMT_LOCUST_MODE": "page", "LSMT_LOCUST_ROUTES": ",".join(chosen),
-           "LSMT_LOCUST_TRAFFIC": str(traffic)}  # fmt: skip
+    short, env = page_traffic(sentences, routes, args.out)
     engines = len({bundle.engine_key(route) for route in bundle.routes})
     stacks = args.out / "stacks.txt"
     with lsmt_server(args.bundle, args.out / "lsmt-engine-cache") as server:
