@@ -309,8 +309,10 @@ class Batcher:
         return any(not j.cancelled and self._is_light(j) for j in self.queue)
 
     def _is_document(self, job: Job) -> bool:
-        """More sentences than the express lane takes: bulk work (``server.bulk_twin``)."""
-        return len(job.sources) > self.settings.express_batch_size
+        """A document (``server.bulk_twin``): more sentences than the express lane takes, and
+        at least ``bulk_twin_min_sentences``."""
+        n = len(job.sources)
+        return n > self.settings.express_batch_size and n >= self.settings.bulk_twin_min_sentences
 
     def _both_kinds(self, slot: EngineSlot, lane: str, documents: bool) -> bool:
         """Whether documents and light jobs share the engine as a batch of ``lane`` starts

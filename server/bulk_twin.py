@@ -10,8 +10,10 @@ bulk slots, and ``BulkTwins`` gives a route a twin (``server.engine_loader.bulk_
 only while it is worth one:
 
 - It opens when the batcher sees a document's batch (a request of more sentences than the
-  express lane takes) and a short request's work on the route at once (``want``); never for
-  short requests only, nor for documents only. It opens in the background (niced); the
+  express lane takes, and of at least ``bulk_twin_min_sentences``) and a short request's work
+  on the route at once (``want``); never for short requests only, nor for documents only, nor
+  for requests of a few sentences (a web page's: under that traffic every route would hold a
+  twin, whose loads and bytes cost more than it gives). It opens in the background (niced); the
   batches meanwhile run on the engine.
 - It opens only when its bytes fit in the device budget beside the engines: a twin never
   evicts an engine (else: ``skipped``, tried again after the grace). From then on its bytes

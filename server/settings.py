@@ -127,6 +127,15 @@ class Settings(BaseSettings):
         "server/bulk_twin.py) whose threads run this much nicer, so a short request's batch "
         "gets the cores first; 0: never a twin.",
     )
+    bulk_twin_min_sentences: int = Field(
+        8,
+        ge=1,
+        description="CPU with the express lane: the fewest sentences a request needs to count "
+        "as a document, whose batches open the route's bulk twin beside short requests (and "
+        "run on it); a request of fewer (a web page's few sentences) shares the engine, since "
+        "a twin's load and memory cost that traffic more than the niced threads give it "
+        "(docs/benchmarks.md).",
+    )
     bulk_twin_grace_s: float = Field(
         5.0,
         ge=0,

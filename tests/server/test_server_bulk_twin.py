@@ -25,6 +25,7 @@ pytestmark = pytest.mark.integration
 
 SHORT = {"text": "Where is the station?", "source": "en", "target": "de", "beam_size": 1}
 DOCUMENT = {**SHORT, "text": ["Follow me."] * 24}  # every batch alike: no padding differs
+PAGE = {**SHORT, "text": ["Follow me."] * 3}  # a web page's few sentences: not a document
 KEY = "tiny:shared+tgt/de"
 LANES = {"inter_threads": 2, "express_batch_size": 1, "max_batch_size": 8, "batch_wait_ms": 0}
 
@@ -120,6 +121,21 @@ def test_short_requests_only_or_documents_only_open_no_twin(make_server, slow):
         assert len(list(pool.map(lambda b: post(srv.url, b), [DOCUMENT] * 3))) == 3
     assert twin_events(srv.url) == {"opened": 0, "dropped": 0, "skipped": 0, "failed": 0}
     assert engine(srv.url)["bulk_twin_bytes"] == 0
+
+
+def test_requests_of_a_few_sentences_beside_short_ones_open_no_twin(make_server, slow):
+    """Below ``bulk_twin_min_sentences`` (8) a request is not a document: a web page's few
+    sentences beside one-sentence requests share the engine; a document among them opens
+    the twin, so the overlap was there to be seen."""
+    srv = make_server(loader=slow(0.05), bulk_twin_grace_s=30, **LANES)
+    post(srv.url, SHORT)  # loaded
+    with Documents(srv.url, clients=3, body=PAGE):
+        for _ in range(15):
+            post(srv.url, SHORT)
+    assert twin_events(srv.url)["opened"] == 0
+    assert engine(srv.url)["bulk_twin_bytes"] == 0
+    with Documents(srv.url, clients=2, body={**PAGE, "text": ["Follow me."] * 8}):
+        short_until(srv.url, lambda: twin_events(srv.url)["opened"] >= 1, "no twin for 8")
 
 
 def test_the_twin_opens_while_both_overlap_and_goes_after_the_documents(make_server, slow):
