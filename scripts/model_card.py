@@ -311,11 +311,11 @@ def _data(card: CardInputs) -> list[str]:
         + (
             f"the {trained} trained on the Bibles in stage 1 and {pieces - trained} whole words "
             "of the mixed corpus added in stage 3 (`python -m lsmt_text.tokenizer extend`, "
-            "docs/data.md)"
+            "docs/data.md); byte fallback covers any character"
             if pieces > trained
-            else "trained on the Bibles in stage 1 and kept since"
+            else "trained on the Bibles in stage 1 and kept since (byte fallback covers any "
+            "character)"
         )
-        + " (byte fallback covers any character)"
         + (
             "; the per-target vocabularies were recounted on the mixed corpus."
             if card.stage3
