@@ -415,6 +415,11 @@ def test_profile_server_splits_a_loaded_servers_cpu(tmp_path):
     )
     # the samples are the server's: its entry point is in the stacks
     assert any("(server/__main__.py)" in r["function"] for r in result["top_total"])
+    # LSMT's functions only, by what they and their callees hold: the request's steps
+    ours = result["top_ours"]
+    assert ours and all(profile_server.package_of(r["function"]) in profile_server.OURS
+                        for r in ours)  # fmt: skip
+    assert any(r["function"].startswith("TranslationService.translate ") for r in ours), ours
     with open(out / "functions.csv") as f:
         assert len(list(csv.DictReader(f))) >= len(result["top_own"])
     _png(out / "profile.png")
