@@ -25,6 +25,7 @@ from .decoders import Decoders, LocalDecoders
 from .engine_loader import Loader
 from .engine_registry import EngineRegistry
 from .errors import install_error_handlers
+from .idle_trim import trim_when_idle
 from .metrics import Metrics
 from .middleware import RequestContextMiddleware
 from .openapi import install_openapi
@@ -71,6 +72,10 @@ def _lifespan(
                 state.executor,
                 requests_in_flight=lambda: state.http_in_flight,
             )
+            if settings.memory_trim_idle_s > 0:
+                state.idle_trim_task = asyncio.create_task(
+                    trim_when_idle(state.registry, settings.memory_trim_idle_s, state.metrics)
+                )
         else:
             decoders = make_decoders(state)
         state.service = TranslationService(settings, state.metrics, state.bundles, decoders)
@@ -94,6 +99,10 @@ def _lifespan(
                 with contextlib.suppress(BaseException):
                     await state.warmup_task
             await stop_cache_fill(state)
+            if state.idle_trim_task is not None:
+                state.idle_trim_task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await state.idle_trim_task
             await state.service.close()
             if state.registry is not None:
                 await state.registry.close()

@@ -81,6 +81,7 @@ class EngineRegistry:
         self.reserved = 0  # bytes promised to loads in progress
         self._changed = asyncio.Event()  # replaced and set on every state change
         self.load_count = 0  # total successful loads, all keys (tests)
+        self.releases = 0  # engine uses ended, all keys: the idle trim's clock (server.idle_trim)
         self._tasks: set[asyncio.Task[None]] = set()
 
     # Accounting ------------------------------------------------------------------------
@@ -188,6 +189,7 @@ class EngineRegistry:
 
     def release(self, slot: EngineSlot) -> None:
         slot.refcount -= 1
+        self.releases += 1
         self._touch(slot)
         self._notify()
 

@@ -54,6 +54,7 @@ class Metrics:
         self._declare_engines(r)
         self._declare_engine_cache(r)
         self._declare_bulk_twins(r)
+        self._declare_memory(r)
         self._create_known_series()
 
     def _declare_http(self, r: CollectorRegistry) -> None:
@@ -246,6 +247,15 @@ class Metrics:
         self.bulk_twin_bytes = Gauge(
             "lsmt_bulk_twin_bytes",
             'Bytes of the open bulk twins (counted in lsmt_engine_bytes{tier="device"} too).',
+            registry=r,
+        )
+
+    def _declare_memory(self, r: CollectorRegistry) -> None:
+        """The process's memory (server/idle_trim.py)."""
+        self.memory_trims = Counter(
+            "lsmt_memory_trims",
+            "Times freed memory was given back to the system after the translations paused "
+            "(server/idle_trim.py).",
             registry=r,
         )
 

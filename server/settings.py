@@ -142,6 +142,12 @@ class Settings(BaseSettings):
         description="How long a route's bulk twin stays open after its last document batch "
         "ended (server/bulk_twin.py).",
     )
+    memory_trim_idle_s: float = Field(
+        2.0,
+        ge=0,
+        description="After the translations pause this long, the memory they freed is given "
+        "back to the system once (glibc's malloc_trim, server/idle_trim.py); 0: never.",
+    )
     queue_size: int = Field(
         256, ge=1, description="Requests waiting per engine; beyond it: 429 + Retry-After."
     )

@@ -63,6 +63,7 @@ class AppState:
     warmup_errors: dict[str, str] = field(default_factory=dict)
     warmup_task: asyncio.Task[None] | None = None
     cache_fill_task: asyncio.Task[None] | None = None  # server.cache_fill
+    idle_trim_task: asyncio.Task[None] | None = None  # server.idle_trim
     started_at: float = field(default_factory=time.time)
     http_in_flight: int = 0  # requests inside the app (the batchers' early-dispatch hint)
     reload_lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # one reload at a time

@@ -21,6 +21,7 @@ from typing import Any
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 ROOT = Path(__file__).resolve().parents[2]
 LANGUAGES = ("de", "en", "fr")
@@ -268,3 +269,22 @@ def keys_db(request, tmp_path) -> str:
     from tests.server.databases import new_database
 
     return new_database(request.getfixturevalue("postgres"))
+
+
+def scrape(url: str) -> dict[str, float]:
+    """Every sample of /metrics: 'name' or 'name{label=value}' -> value."""
+    out = {}
+    for family in text_string_to_metric_families(httpx.get(f"{url}/metrics", timeout=60).text):
+        for sample in family.samples:
+            labels = ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items()))
+            out[f"{sample.name}{{{labels}}}" if labels else sample.name] = sample.value
+    return out
+
+
+def wait_for(condition: Callable[[], object], what: str, budget_s: float = 120) -> object:
+    """Poll ``condition`` until it is truthy (an event, within a budget a busy machine meets)."""
+    deadline = time.monotonic() + budget_s
+    while not (value := condition()):
+        assert time.monotonic() < deadline, what
+        time.sleep(0.02)
+    return value

@@ -7,19 +7,17 @@ takes them only after the batch running on it."""
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from lsmt_bundle import load_bundle
 from lsmt_core.routes import Route
 from server.engine_loader import bulk_twin_loader, default_loader
 from server.settings import Settings
-from tests.server.conftest import SlowTranslator
+from tests.server.conftest import SlowTranslator, scrape, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -56,31 +54,12 @@ def engine(url: str, key: str = KEY) -> dict:
     return next(e for e in engines if e["key"] == key)
 
 
-def scrape(url: str) -> dict[str, float]:
-    """Every sample of /metrics: 'name' or 'name{label=value}' -> value."""
-    out = {}
-    for family in text_string_to_metric_families(httpx.get(f"{url}/metrics", timeout=60).text):
-        for sample in family.samples:
-            labels = ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items()))
-            out[f"{sample.name}{{{labels}}}" if labels else sample.name] = sample.value
-    return out
-
-
 def twin_events(url: str) -> dict[str, float]:
     samples = scrape(url)
     return {
         event: samples[f"lsmt_bulk_twin_events_total{{event={event}}}"]
         for event in ("opened", "dropped", "skipped", "failed")
     }
-
-
-def wait_for(condition: Callable[[], object], what: str, budget_s: float = 120) -> object:
-    """Poll ``condition`` until it is truthy (an event, within a budget a busy machine meets)."""
-    deadline = time.monotonic() + budget_s
-    while not (value := condition()):
-        assert time.monotonic() < deadline, what
-        time.sleep(0.02)
-    return value
 
 
 class Documents:
