@@ -17,7 +17,8 @@ which LSMT also answers) with the same locust traffic (``LSMT_LOCUST_MODE=libret
 held-out sentences and two-sentence paragraphs, Zipf-popular routes):
 
 - start-up time (process start to answering) and resident memory with every route
-  available (LSMT: lazy, nothing loaded; then after the traffic);
+  available (LSMT: lazy, nothing loaded; then as the traffic ends and, at rest, ``SETTLE_S``
+  = 5 s later);
 - the first request on a route not used yet;
 - p50/p95/p99 and errors at a fixed offered rate (``--rate`` requests/s), and the
   throughput at the largest user count whose p95 stays under ``--p95-target-ms``;
@@ -52,7 +53,7 @@ import venv
 from collections.abc import Callable
 from pathlib import Path
 
-from .peers import Peers, best_under_target, translate
+from .peers import SETTLE_S, Peers, best_under_target, rss_after_traffic, translate
 from .results import write_results
 from .run import DEFAULT_CORPUS, read_stats, run_locust, traffic_sentences
 from .server_process import ROOT, ServiceProcess, free_port, metric_sum
@@ -247,7 +248,7 @@ def measure(
             out["steps"].append(stats)
             if (stats["p95_ms"] or 0) > args.p95_target_ms:
                 break
-        out["rss_after_bytes"] = peer.rss_bytes()
+        out["rss_end_bytes"], out["rss_after_bytes"] = rss_after_traffic(peer)
         out["outputs"] = {
             f"{s}-{t}": [translate(peer.url, x, s, t)[0] for x in sentences[s][: args.compare]]
             for s, t in routes
@@ -372,7 +373,8 @@ def table(result: dict, target_ms: float) -> list[dict]:
     measures = {
         "start-up (s)": lambda r: r["startup_s"],
         "RSS idle (MiB)": lambda r: r["rss_idle_bytes"] / 2**20,
-        "RSS after the traffic (MiB)": lambda r: r["rss_after_bytes"] / 2**20,
+        "RSS as the traffic ends (MiB)": lambda r: r["rss_end_bytes"] / 2**20,
+        f"RSS {SETTLE_S:.0f} s after the traffic (MiB)": lambda r: r["rss_after_bytes"] / 2**20,
         "cold first request (ms)": lambda r: r["cold_first_request_s"] * 1000,
         "warm request (ms)": lambda r: r["warm_request_s"] * 1000,
         "fixed rate: p50 (ms)": lambda r: r["fixed_rate"]["p50_ms"],

@@ -15,7 +15,7 @@ import argparse
 import json
 from pathlib import Path
 
-from .peers import Peers, best_under_target, translate
+from .peers import Peers, best_under_target, rss_after_traffic, translate
 from .results import write_results
 from .run import read_stats, run_locust
 from .server_process import ServiceProcess
@@ -53,7 +53,7 @@ def stepped(args: argparse.Namespace, peers: Peers, result: dict) -> dict:
                 translate(server.url, short[src][0], src, tgt)
             out["steps"] = steps(server, args, env, args.out / f"{name}_page")
             out["held_rps"] = best_under_target(out["steps"], target)
-            out["rss_after_bytes"] = server.rss_bytes()
+            out["rss_end_bytes"], out["rss_after_bytes"] = rss_after_traffic(server)
         result[name] = out
         rows += [{"server": name, **{k: v for k, v in step.items() if k != "by_name"}}
                  for step in out["steps"]]  # fmt: skip

@@ -333,6 +333,7 @@ def test_peer_stepped_mode_against_lsmt_alone(tmp_path):
         assert step["requests"] > 0 and step["failures"] == 0, step
     assert result["lsmt"]["held_rps"] == max(s["requests_per_s"] for s in steps)
     assert "libretranslate" not in result
+    assert result["lsmt"]["rss_end_bytes"] > 0 and result["lsmt"]["rss_after_bytes"] > 0
     with open(out / "stepped.csv") as f:
         assert [r["server"] for r in csv.DictReader(f)] == ["lsmt", "lsmt"]
     _png(out / "stepped.png")
