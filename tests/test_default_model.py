@@ -31,9 +31,10 @@ SENTENCES = 24
 # The export keeps only routes >= 10 chrF above copying on the whole test book; on a small
 # sample we ask for a little less, so the check has a margin without being flaky.
 MIN_GAIN = 6.0
-# Everyday sentences are short: more of them per direction. The shipped model's smallest gain
-# over copying on this sample, through the server, is +2.0 chrF (es-it; fr-es +2.6, it-es
-# +3.5, the rest above +8); the issue's aim is +10 everywhere, not reached yet (MODEL_CARD.md).
+# Everyday sentences are short: more of them per direction. On the model card's 100 held-out
+# sentences per direction every direction beats copying by 10.9 chrF or more (issue 42's aim:
+# +10); this smaller sample through the server asks for less, so that it is not flaky, while
+# still failing a model that only copies or answers in the wrong language.
 EVERYDAY_SENTENCES = 60
 EVERYDAY_MIN_GAIN = 1.0
 
