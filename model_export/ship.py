@@ -121,12 +121,11 @@ def choose(verdicts: dict[str, Verdict]) -> str:
     that pass the rule; when none passes, among those that keep the Bible (the test sets may
     still judge it better: the nearest to passing on general text); else the best on the
     Bible."""
-    passing = [name for name, v in verdicts.items() if v.ships]
-    if passing:
-        return max(passing, key=lambda name: verdicts[name].general_after)
-    keeping = [name for name, v in verdicts.items() if keeps_bible(v)]
-    if keeping:
-        return max(keeping, key=lambda name: verdicts[name].general_after)
+    pool = [name for name, v in verdicts.items() if v.ships] or [
+        name for name, v in verdicts.items() if keeps_bible(v)
+    ]
+    if pool:
+        return max(pool, key=lambda name: verdicts[name].general_after)
     return max(verdicts, key=lambda name: verdicts[name].acts_after or 0.0)
 
 

@@ -155,6 +155,7 @@ def build_card(bundle: Path, evidence: Path, curve: Path) -> str:
     from training.plots import plot_testset_curves
 
     stage3 = (evidence / "summary.json").is_file()
+    earlier = _json(evidence / "earlier_stages.json")  # stages 1-2, the trained tokenizer
     card = CardInputs(
         bundle=bundle,
         manifest=_json(bundle / "manifest.json"),
@@ -162,8 +163,8 @@ def build_card(bundle: Path, evidence: Path, curve: Path) -> str:
         start=_evaluations(evidence, "start"),
         summary=_json(evidence / "summary.json") if stage3 else {},
         choice=_json(evidence / "choice.json") if (evidence / "choice.json").is_file() else {},
-        earlier=_json(evidence / "earlier_stages.json")["stages"],
-        tokenizer_pieces=_json(evidence / "earlier_stages.json")["tokenizer_pieces"],
+        earlier=earlier["stages"],
+        tokenizer_pieces=earlier["tokenizer_pieces"],
         slices=_json(evidence / "slices.json")["slices"]
         if (evidence / "slices.json").is_file()
         else [],

@@ -76,6 +76,15 @@ def test_command_line_exit_codes_and_verdict_file(tmp_path, capsys):
     assert main(["--before", str(tmp_path / "nothing"), "--after", str(tmp_path / "after")]) == 2
 
 
+def write_dev_folders(root, folders: dict[str, dict]) -> None:
+    """Each folder's evaluations as dev slices write them: the Bible's named "bible-dev"."""
+    for name, values in folders.items():
+        (root / name).mkdir()
+        for testset, ev in values.items():
+            testset = "bible-dev" if testset == "acts" else testset
+            (root / name / f"{testset}.json").write_text(json.dumps(ev))
+
+
 def test_choosing_takes_the_best_general_mean_among_those_that_keep_the_bible(tmp_path, capsys):
     # dev slices, the Bible's named "bible-dev": a candidate nearer the run's own weights is
     # better on general text and worse on the Bible; the one that loses too much is not taken
@@ -85,11 +94,7 @@ def test_choosing_takes_the_best_general_mean_among_those_that_keep_the_bible(tm
         "w0.35": sets(22, 28, 39.2),  # passes
         "w0.5": sets(19, 25, 39.8),  # passes, less general gain
     }
-    for name, values in folders.items():
-        (tmp_path / name).mkdir()
-        for testset, ev in values.items():
-            testset = "bible-dev" if testset == "acts" else testset
-            (tmp_path / name / f"{testset}.json").write_text(json.dumps(ev))
+    write_dev_folders(tmp_path, folders)
     out = tmp_path / "choice.json"
     candidates = [str(tmp_path / n) for n in ("w0.2", "w0.35", "w0.5")]
     args = ["--before", str(tmp_path / "shipped"), "--bible", "bible-dev", "--out", str(out)]
@@ -104,11 +109,7 @@ def test_choosing_takes_the_best_general_mean_among_those_that_keep_the_bible(tm
     # none beats the shipped general mean, both keep the Bible: the better general mean (the
     # test sets judge it), not the better Bible (slice 15: a run's best and last checkpoints)
     folders = {"best": sets(15, 19, 40.1), "last": sets(15.8, 19.9, 39.9)}
-    for name, values in folders.items():
-        (tmp_path / name).mkdir()
-        for testset, ev in values.items():
-            testset = "bible-dev" if testset == "acts" else testset
-            (tmp_path / name / f"{testset}.json").write_text(json.dumps(ev))
+    write_dev_folders(tmp_path, folders)
     assert main([*args, "--choose", str(tmp_path / "best"), str(tmp_path / "last")]) == 1
     assert capsys.readouterr().out.splitlines()[-1] == str(tmp_path / "last")
     # without --bible the rule looks for Acts, which dev folders do not have
