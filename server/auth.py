@@ -123,17 +123,27 @@ def anonymous_allowed(state: AppState) -> bool:
     return not settings.api_keys and settings.keys_db is None
 
 
-def require_caller(request: Request) -> Caller:
+async def caller_of(request: Request, given: str | None) -> Caller:
+    """:func:`identify` from the event loop: in a worker thread when it reads the keys
+    database (a read may wait for the network or a lock), inline otherwise, so that the
+    common request pays no hop through another thread."""
+    state: AppState = request.app.state.lsmt
+    if given and state.keys is not None and state.settings.keys_db is not None:
+        return await asyncio.to_thread(identify, request, given)
+    return identify(request, given)
+
+
+async def require_caller(request: Request) -> Caller:
     """Dependency: the caller of the key sent in a header or the query. It takes nothing
     FastAPI would document as a parameter (the ways of sending a key are in the docs, not in
     the OpenAPI document)."""
-    return identify(request, key_from_request(request))
+    return await caller_of(request, key_from_request(request))
 
 
-def require_api_key(request: Request) -> None:
+async def require_api_key(request: Request) -> None:
     """The key check alone (the validation error handler makes it before telling how a body
     failed to parse)."""
-    require_caller(request)
+    await require_caller(request)
 
 
 CallerDep = Annotated[Caller, Depends(require_caller)]

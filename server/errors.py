@@ -16,7 +16,7 @@ FastAPI's own errors and unexpected exceptions with the body above.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -207,7 +207,9 @@ async def unreadable_body(request: Request) -> ApiError:
     )
 
 
-def install_error_handlers(app: FastAPI, authenticate: Callable[[Request], None]) -> None:
+def install_error_handlers(
+    app: FastAPI, authenticate: Callable[[Request], Awaitable[None]]
+) -> None:
     """Answer every failure with the JSON bodies above. ``authenticate`` is the API key check
     (``server.auth.require_api_key``), made before a body's validation errors are told."""
 
@@ -225,7 +227,7 @@ def install_error_handlers(app: FastAPI, authenticate: Callable[[Request], None]
         # check among them): check the key here first, so an unauthenticated client learns
         # nothing about how its body was parsed.
         try:
-            authenticate(request)
+            await authenticate(request)
         except ApiError as auth_error:
             return error_response(request, auth_error)
         return error_response(request, validation_to_api_error(exc, request))

@@ -15,7 +15,7 @@ from lsmt_core.routes import parse_route
 
 from ..auth import check_key, key_from_request
 from ..cache_fill import start_cache_fill
-from ..dependencies import StateDep, get_state
+from ..dependencies import StateDep, state_of
 from ..errors import ApiError
 from ..keys import KeyStore
 from ..reload import reload_bundles
@@ -26,8 +26,8 @@ from ..validation import parse_terms
 router = APIRouter(tags=["admin"])
 
 
-def require_admin_key(request: Request) -> None:
-    keys = get_state(request).settings.admin_keys
+async def require_admin_key(request: Request) -> None:
+    keys = state_of(request).settings.admin_keys
     if not keys:
         raise ApiError(
             404, "admin_off", "Administration endpoints are off: set LSMT_ADMIN_KEYS to use them."

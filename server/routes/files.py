@@ -24,7 +24,7 @@ from fastapi.responses import FileResponse, JSONResponse
 from pydantic import TypeAdapter, ValidationError
 from starlette.datastructures import FormData, UploadFile
 
-from ..auth import admit, identify, key_from_request
+from ..auth import admit, caller_of, key_from_request
 from ..dependencies import ServiceDep, StateDep
 from ..documents import FORMATS, DocumentError, Languages, open_document
 from ..errors import ApiError, bad_request
@@ -86,11 +86,12 @@ async def translate_file(request: Request, state: StateDep, service: ServiceDep)
     # as the other LibreTranslate endpoints: a header key is checked before the body is read,
     # a key in the form after
     header_key = key_from_request(request)
-    caller = identify(request, header_key) if header_key is not None else None
+    caller = await caller_of(request, header_key) if header_key is not None else None
     form = await request.form()
     if caller is None:
         form_key = form.get("api_key")
-        caller = identify(request, form_key if isinstance(form_key, str) and form_key else None)
+        given = form_key if isinstance(form_key, str) and form_key else None
+        caller = await caller_of(request, given)
     upload = form.get("file")
     if not isinstance(upload, UploadFile) or not upload.filename:
         raise bad_request("missing_field", "Field 'file' (a file) is required.", parameter="file")

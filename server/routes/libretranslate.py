@@ -27,7 +27,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException
 from starlette.formparsers import MultiPartException
 
-from ..auth import Caller, admit, anonymous_allowed, identify, key_from_request
+from ..auth import Caller, admit, anonymous_allowed, caller_of, key_from_request
 from ..bundles import language_name
 from ..dependencies import ServiceDep, StateDep
 from ..documents import FORMATS
@@ -137,16 +137,17 @@ async def authenticated_fields(request: Request) -> AuthenticatedFields:
     answers 401 when keys are required: an unauthenticated client learns nothing about
     parsing."""
     header_key = key_from_request(request)
-    caller = identify(request, header_key) if header_key is not None else None
+    caller = await caller_of(request, header_key) if header_key is not None else None
     try:
         fields = await read_fields(request)
     except ApiError:
         if caller is None:
-            identify(request, None)
+            await caller_of(request, None)
         raise
     if caller is None:
         body_key = fields.get("api_key")
-        caller = identify(request, body_key if isinstance(body_key, str) and body_key else None)
+        given = body_key if isinstance(body_key, str) and body_key else None
+        caller = await caller_of(request, given)
     return AuthenticatedFields(fields, caller)
 
 
