@@ -378,3 +378,31 @@ def test_client_errors_never_500(client, srv):
         r = client.post("/v1/translate", content=body, headers={"content-type": "application/json"})
         assert 400 <= r.status_code < 500, (body, r.status_code, r.text)
         assert "error" in r.json()
+
+
+def test_every_dependency_of_every_endpoint_runs_on_the_event_loop(srv):
+    """FastAPI runs a plain ``def`` dependency in its thread pool, a hop through another
+    thread on every request; the endpoints' dependencies only read state (a key lookup in
+    the database goes to a worker thread itself: ``server.auth.caller_of``)."""
+    import inspect
+
+    from fastapi.routing import iter_route_contexts
+
+    def calls(dependant):
+        for sub in dependant.dependencies:
+            yield sub.call
+            yield from calls(sub)
+
+    endpoints = {
+        route.path: route.dependant
+        for route in iter_route_contexts(srv.app.routes)
+        if getattr(route, "dependant", None) is not None
+    }
+    assert {"/translate", "/v1/translate", "/v1/admin/reload"} <= set(endpoints)
+    plain = {
+        f"{path}: {call.__qualname__}"
+        for path, dependant in endpoints.items()
+        for call in calls(dependant)
+        if not inspect.iscoroutinefunction(call)
+    }
+    assert plain == set()
