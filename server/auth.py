@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Annotated
 from fastapi import Depends, Request
 
 from .errors import ApiError
-from .keys import KeyStoreUnavailable, Limits, anonymous_limits
+from .keys import KeyStore, KeyStoreUnavailable, Limits, anonymous_limits
 
 if TYPE_CHECKING:
     from .state import AppState
@@ -95,9 +95,10 @@ def identify(request: Request, given: str | None) -> Caller:
     state: AppState = request.app.state.lsmt
     settings = state.settings
     if given:
-        if state.keys is not None and settings.keys_db is not None:
+        store = keys_database(state)
+        if store is not None:
             try:
-                record = state.keys.find(given)  # a read of the index: never waits for a writer
+                record = store.find(given)  # a read of the index: never waits for a writer
             except KeyStoreUnavailable as exc:
                 raise keys_unavailable(exc) from exc
             if record is not None:
@@ -116,6 +117,11 @@ def identify(request: Request, given: str | None) -> Caller:
     return Caller(f"addr:{address}", anonymous_limits(settings))
 
 
+def keys_database(state: AppState) -> KeyStore | None:
+    """The database a key sent is looked up in; None where keys are ``api_keys`` only."""
+    return state.keys if state.settings.keys_db is not None else None
+
+
 def anonymous_allowed(state: AppState) -> bool:
     settings = state.settings
     if settings.anonymous_access is not None:
@@ -127,8 +133,7 @@ async def caller_of(request: Request, given: str | None) -> Caller:
     """:func:`identify` from the event loop: in a worker thread when it reads the keys
     database (a read may wait for the network or a lock), inline otherwise, so that the
     common request pays no hop through another thread."""
-    state: AppState = request.app.state.lsmt
-    if given and state.keys is not None and state.settings.keys_db is not None:
+    if given and keys_database(request.app.state.lsmt) is not None:
         return await asyncio.to_thread(identify, request, given)
     return identify(request, given)
 
