@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import closing
 
 import httpx
 import pytest
@@ -321,30 +322,29 @@ def test_a_key_lookup_waiting_for_the_database_holds_up_no_other_request(make_se
     srv = make_server(keys_db=url)
     form = {"q": "Follow me.", "source": "en", "target": "de", "api_key": key}
     assert httpx.post(f"{srv.url}/translate", data=form, timeout=60).status_code == 200
-    locker, watcher = Postgres(url).connect(), Postgres(url).connect()
-    locker.execute("SET idle_in_transaction_session_timeout = 0")  # hold it until released
     answers: list[int] = []
-    with locker.transaction():
-        locker.execute("LOCK TABLE api_keys IN ACCESS EXCLUSIVE MODE")
-        waiting = threading.Thread(
-            target=lambda: answers.append(
-                httpx.post(f"{srv.url}/translate", data=form, timeout=60).status_code
-            ),
-            daemon=True,
-        )
-        waiting.start()
-        deadline = time.monotonic() + 30
-        while not watcher.execute("SELECT count(*) FROM pg_locks WHERE NOT granted").fetchone()[0]:
-            assert time.monotonic() < deadline, "the request never waited for the lock"
-            time.sleep(0.05)
-        # the lookup waits up to LOCK_TIMEOUT_MS (10 s); a blocked event loop would not
-        # answer this before then
-        assert httpx.get(f"{srv.url}/healthz", timeout=5).status_code == 200
-        assert waiting.is_alive() and answers == []
-    waiting.join(60)
+    with closing(Postgres(url).connect()) as locker, closing(Postgres(url).connect()) as watcher:
+        locker.execute("SET idle_in_transaction_session_timeout = 0")  # hold it until released
+        with locker.transaction():
+            locker.execute("LOCK TABLE api_keys IN ACCESS EXCLUSIVE MODE")
+            waiting = threading.Thread(
+                target=lambda: answers.append(
+                    httpx.post(f"{srv.url}/translate", data=form, timeout=60).status_code
+                ),
+                daemon=True,
+            )
+            waiting.start()
+            deadline = time.monotonic() + 30
+            ungranted = "SELECT count(*) FROM pg_locks WHERE NOT granted"
+            while not watcher.execute(ungranted).fetchone()[0]:
+                assert time.monotonic() < deadline, "the request never waited for the lock"
+                time.sleep(0.05)
+            # the lookup waits up to LOCK_TIMEOUT_MS (10 s); a blocked event loop would not
+            # answer this before then
+            assert httpx.get(f"{srv.url}/healthz", timeout=5).status_code == 200
+            assert waiting.is_alive() and answers == []
+        waiting.join(60)
     assert answers == [200]
-    locker.close()
-    watcher.close()
 
 
 @pytest.mark.integration
