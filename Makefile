@@ -69,13 +69,14 @@ install-promtool:
 	$(call apt-tool,promtool,prometheus,alert rule and dashboard tests)
 
 # The container check builds and runs the images on podman (Debian's, with runc; debootstrap
-# builds the Python base image where no registry is reachable) when no Docker daemon answers.
+# builds the Python base image where no registry is reachable) when no Docker daemon answers;
+# where podman installs but cannot run a container, the check says so and is skipped.
 install-podman:
 	$(call apt-tool,podman,podman runc debootstrap,container image check)
 
 # The images built and run on a real engine, step by step (scripts/image_check.py, docs/deploy.md):
 # docker if its daemon answers, else podman. STEPS=server: the server image only (what the
-# test suite runs where an engine is installed; `make test` does not install one: see docs/deploy.md).
+# test suite runs; about two minutes of `make test` on a fresh machine: docs/deploy.md).
 STEPS ?= all
 image-check: $(VENV)/.all-installed
 	$(PY) -m scripts.image_check --steps $(STEPS)
@@ -109,7 +110,7 @@ define pytest
 endef
 
 # Every tier: unit, integration (servers, browsers, engines) and slow (model trainings).
-test: lint install-browser install-gettext install-promtool install-libreoffice
+test: lint install-browser install-gettext install-promtool install-libreoffice install-podman
 	$(call pytest,)
 
 # The unit tier only (tests that are neither `integration` nor `slow`): a quick check while

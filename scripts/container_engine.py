@@ -40,6 +40,11 @@ STAND_IN_CHANGES = [
 ]
 
 
+class Unavailable(Exception):
+    """This machine cannot do what a step needs (no image to be had, no container can run):
+    the check is skipped with the message, not failed. A fault of ours stays a failure."""
+
+
 @dataclass
 class Engine:
     """`engine.run("build", ...)`: one engine command, niced, in the repository."""
@@ -134,12 +139,21 @@ def ensure_base_image(engine: Engine, workdir: Path) -> str:
     if pull.returncode == 0:
         return "pulled"
     if not shutil.which("debootstrap") or os.geteuid() != 0:
-        raise RuntimeError(
+        raise Unavailable(
             f"{BASE_IMAGE} cannot be pulled ({tail(pull, 2)}) and cannot be built here "
             "(needs debootstrap, as root)"
         )
     build_stand_in(engine, workdir)
     return f"cannot be pulled ({tail(pull, 1)[-60:]}): built from Debian"
+
+
+def can_run_containers(engine: Engine, image: str = BASE_IMAGE) -> str:
+    """`true` run in a container of ``image``: an engine that installs but cannot run one here
+    (no user namespaces, a cgroup layout it does not know) raises Unavailable."""
+    probe = engine.run("run", "--rm", image, "true", check=False, timeout=300)
+    if probe.returncode != 0:
+        raise Unavailable(f"{engine.name} cannot run a container here: {tail(probe, 3)}")
+    return f"`{engine.name} run --rm {image.rpartition('/')[2]} true` exits 0"
 
 
 def build_stand_in(engine: Engine, workdir: Path) -> None:

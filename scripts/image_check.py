@@ -3,10 +3,13 @@
     python -m scripts.image_check [--steps server|all] [--keep-images]
 
 Docker or podman, whichever answers (scripts/container_engine.py). Steps, each printed with
-PASS, FAIL or SKIP and its time; the first failure stops the ones after it (not the clean-up):
+PASS, FAIL or SKIP and its time; the first failure or skip stops the ones after it (not the
+clean-up). A step is skipped, not failed, where this machine cannot do it (no engine, no base
+image to be had, an engine that cannot run a container here):
 
   engine      the engine and its version (Docker >= 25, podman >= 4.3)
   base        python:3.11-slim-bookworm found, pulled, or built from Debian (kept for next time)
+  container   a container of the base image runs (`run --rm ... true`)
   expected    the answers of a server from this checkout on loopback (the host install), to
               compare with the container's
   build       the `server` image (podman: --format docker, which keeps the HEALTHCHECK)
@@ -37,7 +40,13 @@ from pathlib import Path
 from typing import Any
 
 from loadtests.server_process import ServerProcess, free_port
-from scripts.container_engine import Engine, ensure_base_image, find_engine
+from scripts.container_engine import (
+    Engine,
+    Unavailable,
+    can_run_containers,
+    ensure_base_image,
+    find_engine,
+)
 from scripts.image_compose import compose_up_down
 from scripts.image_requests import REQUESTS, answers, same_answers, stop_under_load, wait_ready
 
@@ -47,11 +56,10 @@ LOADTEST_IMAGE = "lsmt-loadtest:image-check"
 CONTAINER = "lsmt-image-check"
 IMAGE_USER = "10001"
 STOP_TIMEOUT_S = 40
-SERVER_STEPS = ("engine", "base", "expected", "build", "ready", "translate", "user", "stop")
-
-
-class Skip(Exception):
-    """The step cannot run here; the message says why."""
+AFTER_FAILURE, AFTER_SKIP = "after a failure", "after a skipped step"
+SERVER_STEPS = (
+    "engine", "base", "container", "expected", "build", "ready", "translate", "user", "stop",
+)  # fmt: skip
 
 
 @dataclass
@@ -82,6 +90,10 @@ def step_engine(check: Check) -> str:
 
 def step_base(check: Check) -> str:
     return ensure_base_image(check.engine, check.workdir)
+
+
+def step_container(check: Check) -> str:
+    return can_run_containers(check.engine)
 
 
 def step_expected(check: Check) -> str:
@@ -160,6 +172,7 @@ def step_compose(check: Check) -> str:
 STEPS: dict[str, Callable[[Check], str]] = {
     "engine": step_engine,
     "base": step_base,
+    "container": step_container,
     "expected": step_expected,
     "build": step_build,
     "ready": step_ready,
@@ -211,13 +224,15 @@ def run_steps(names: list[str], keep_images: bool = False) -> dict[str, str]:
         check = Check(engine, Path(tmp), images_before=image_ids(engine))
         try:
             for name in names:
-                if any(r.startswith("FAIL") for r in results.values()):
-                    results[name] = report(name, "SKIP", 0.0, "after a failure")
+                stopped = [r.split()[0] for r in results.values() if not r.startswith("PASS")]
+                if stopped:
+                    after = AFTER_FAILURE if "FAIL" in stopped else AFTER_SKIP
+                    results[name] = report(name, "SKIP", 0.0, after)
                     continue
                 started, cpu = time.monotonic(), cpu_seconds()
                 try:
                     outcome, detail = "PASS", STEPS[name](check)
-                except Skip as why:
+                except Unavailable as why:
                     outcome, detail = "SKIP", str(why)
                 except Exception as error:
                     outcome, detail = "FAIL", f"{type(error).__name__}: {error}"
@@ -228,6 +243,16 @@ def run_steps(names: list[str], keep_images: bool = False) -> dict[str, str]:
             removed = clean_up(check, keep_images)
             report("clean-up", "PASS", time.monotonic() - started, removed)
     return results
+
+
+def unavailable(results: dict[str, str]) -> str | None:
+    """Why the check could not run here (the first step skipped for this machine's sake), or
+    None when every step ran."""
+    for name, result in results.items():
+        detail = result.partition(")  ")[2]  # after "SKIP  0.0 s (cpu  0.0 s)"
+        if result.startswith("SKIP") and detail not in (AFTER_FAILURE, AFTER_SKIP):
+            return f"{name}: {detail}"
+    return None
 
 
 def image_ids(engine: Engine) -> set[str]:
@@ -275,10 +300,10 @@ def main(argv: list[str] | None = None) -> int:
     names = list(STEPS) if args.steps == "all" else list(SERVER_STEPS)
     started = time.monotonic()
     results = run_steps(names, args.keep_images)
-    if results["engine"].startswith("SKIP"):
-        print("no container engine: nothing checked", flush=True)
-        return 2
     failed = [name for name, r in results.items() if r.startswith("FAIL")]
+    if not failed and (why := unavailable(results)):
+        print(f"not checked on this machine: {why}", flush=True)
+        return 2
     print(f"{'FAIL' if failed else 'PASS'} in {time.monotonic() - started:.0f} s", flush=True)
     return 1 if failed else 0
 

@@ -17,9 +17,11 @@ REQUESTS: list[dict[str, Any]] = [
     {"text": "And the light shineth in darkness.", "source": "en", "target": "fr"},
     {"text": "Bienaventurados los mansos.", "source": "es", "target": "en"},
 ]
-# Slow enough (a beam, several sentences) to be in flight while the container stops.
+# Slow enough (a beam, 16 sentences) that all IN_FLIGHT are in flight together even on a busy
+# machine: with 8 sentences, a check run under `nice -n 19` beside a training run polled the
+# in-flight gauge until the requests were answered without ever seeing the 20 at once.
 SLOW_REQUEST = {
-    "text": ["And the light shineth in darkness.", "Bienaventurados los mansos."] * 4,
+    "text": ["And the light shineth in darkness.", "Bienaventurados los mansos."] * 8,
     "source": "en",
     "target": "it",
     "beam_size": 4,

@@ -1,7 +1,7 @@
 """The images on a real container engine: `make image-check`'s steps (scripts/image_check.py)
-inside the test suite. Docker when its daemon answers, else podman (`make install-podman`);
-skipped with the reason when neither can run containers. `make test` does not install an
-engine: on a fresh machine the base image and a cold build take many minutes (docs/deploy.md).
+inside the test suite. Docker when its daemon answers, else podman (`make test` installs it as
+root with apt, `make install-podman`); skipped with the reason where this machine cannot run
+one (no engine, no base image to be had, an engine that cannot start a container here).
 
 The suite runs the server image's steps (`--steps server`: base image, build, health, the
 host's translations, uid 10001, 20 requests answered through `stop -t 40`, exit 0), about a
@@ -25,6 +25,28 @@ def test_the_steps_are_documented_and_the_server_ones_a_subset():
     assert set(image_check.SERVER_STEPS) <= set(image_check.STEPS)
 
 
+def test_a_step_this_machine_cannot_run_skips_the_rest_but_a_failure_still_fails():
+    def result(outcome, detail):
+        return f"{outcome}    1.0 s (cpu   0.5 s)  {detail}"
+
+    no_container = {
+        "engine": result("PASS", "podman 4.3.1"),
+        "base": result("PASS", "found"),
+        "container": result("SKIP", "podman cannot run a container here: cgroups"),
+        "expected": result("SKIP", image_check.AFTER_SKIP),
+    }
+    assert image_check.unavailable(no_container) == (
+        "container: podman cannot run a container here: cgroups"
+    )
+    failed = {
+        "engine": result("PASS", "podman 4.3.1"),
+        "build": result("FAIL", "RuntimeError: podman build: exit 1"),
+        "ready": result("SKIP", image_check.AFTER_FAILURE),
+    }
+    assert image_check.unavailable(failed) is None
+    assert image_check.unavailable({"engine": result("PASS", "docker 27.1")}) is None
+
+
 @pytest.mark.integration
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
@@ -34,7 +56,8 @@ def test_the_images_on_a_container_engine():
         pytest.skip("LSMT_IMAGE_CHECK_STEPS=none")
     names = list(image_check.STEPS) if steps == "all" else list(image_check.SERVER_STEPS)
     results = image_check.run_steps(names)
-    if results["engine"].startswith("SKIP"):
-        pytest.skip(f"no container engine: {results['engine']}")
     report = "\n".join(f"{name}: {result}" for name, result in results.items())
+    assert not any(r.startswith("FAIL") for r in results.values()), report
+    if why := image_check.unavailable(results):
+        pytest.skip(f"not on this machine: {why}")
     assert all(r.startswith("PASS") for r in results.values()), report
