@@ -76,7 +76,7 @@ install-podman:
 
 # The images built and run on a real engine, step by step (scripts/image_check.py, docs/deploy.md):
 # docker if its daemon answers, else podman. STEPS=server: the server image only (what the
-# test suite runs; about two minutes of `make test` on a fresh machine: docs/deploy.md).
+# test suite runs: 77-155 s of `make test` on a fresh machine, docs/deploy.md).
 STEPS ?= all
 image-check: $(VENV)/.all-installed
 	$(PY) -m scripts.image_check --steps $(STEPS)

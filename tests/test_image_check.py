@@ -25,26 +25,29 @@ def test_the_steps_are_documented_and_the_server_ones_a_subset():
     assert set(image_check.SERVER_STEPS) <= set(image_check.STEPS)
 
 
-def test_a_step_this_machine_cannot_run_skips_the_rest_but_a_failure_still_fails():
-    def result(outcome, detail):
-        return f"{outcome}    1.0 s (cpu   0.5 s)  {detail}"
+def test_a_check_is_skipped_for_the_first_step_this_machine_could_not_run_never_for_a_failure():
+    def results(*steps):
+        return {
+            name: image_check.report(name, outcome, 1.0, detail, 0.5)
+            for name, outcome, detail in steps
+        }
 
-    no_container = {
-        "engine": result("PASS", "podman 4.3.1"),
-        "base": result("PASS", "found"),
-        "container": result("SKIP", "podman cannot run a container here: cgroups"),
-        "expected": result("SKIP", image_check.AFTER_SKIP),
-    }
+    no_container = results(
+        ("engine", "PASS", "podman 4.3.1"),
+        ("base", "PASS", "found"),
+        ("container", "SKIP", "podman cannot run a container here: cgroups"),
+        ("expected", "SKIP", image_check.AFTER_SKIP),
+    )
     assert image_check.unavailable(no_container) == (
         "container: podman cannot run a container here: cgroups"
     )
-    failed = {
-        "engine": result("PASS", "podman 4.3.1"),
-        "build": result("FAIL", "RuntimeError: podman build: exit 1"),
-        "ready": result("SKIP", image_check.AFTER_FAILURE),
-    }
+    failed = results(
+        ("engine", "PASS", "podman 4.3.1"),
+        ("build", "FAIL", "RuntimeError: podman build: exit 1"),
+        ("ready", "SKIP", image_check.AFTER_FAILURE),
+    )
     assert image_check.unavailable(failed) is None
-    assert image_check.unavailable({"engine": result("PASS", "docker 27.1")}) is None
+    assert image_check.unavailable(results(("engine", "PASS", "docker 27.1"))) is None
 
 
 @pytest.mark.integration
