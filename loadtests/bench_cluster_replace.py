@@ -119,13 +119,19 @@ class Traffic:
 
 
 def shares_by_bucket(answers: list[tuple[float, str, int]], bucket: float) -> list[dict[str, Any]]:
-    """Per bucket of ``bucket`` seconds: requests, errors, each replica's share."""
+    """Per bucket of ``bucket`` seconds: requests, errors, each replica's share. A request
+    that two replicas decoded for (``X-LSMT-Replica: A,B``: its output checks' retry went to
+    the other one) counts half for each."""
     rows = []
     end = max((t for t, _, _ in answers), default=0.0)
     start = 0.0
     while start < end:
         inside = [(r, s) for t, r, s in answers if start <= t < start + bucket]
-        ok = Counter(r for r, s in inside if s == 200)
+        ok: Counter[str] = Counter()
+        for replicas, status in inside:
+            if status == 200:
+                names = replicas.split(",")
+                ok.update({name: 1 / len(names) for name in names})
         total = sum(ok.values())
         rows.append(
             {

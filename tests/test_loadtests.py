@@ -221,6 +221,16 @@ def test_cluster_benchmark_quick(tmp_path):
     _png(out / "cluster_multiplex.png")
 
 
+def test_a_request_two_replicas_decoded_for_counts_half_for_each():
+    """An output check's retry can go to the other replica: the answer names both."""
+    from loadtests.bench_cluster_replace import shares_by_bucket
+
+    answers = [(0.1, "T#a", 200), (0.2, "T#a,T#b", 200), (0.3, "T#b", 200), (0.4, "", 503)]
+    (row,) = shares_by_bucket(answers, bucket=1.0)
+    assert row["shares"] == {"T#a": 0.5, "T#b": 0.5}
+    assert row["requests"] == 4 and row["errors"] == 1
+
+
 def test_cluster_replacement_benchmark_quick(tmp_path):
     """A translator killed under traffic on a real local Ray: Serve replaces it, and after
     the replacement is up the survivor's keys spread to it (both replicas answer)."""
