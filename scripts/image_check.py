@@ -224,9 +224,8 @@ def run_steps(names: list[str], keep_images: bool = False) -> dict[str, str]:
         check = Check(engine, Path(tmp), images_before=image_ids(engine))
         try:
             for name in names:
-                stopped = [r.split()[0] for r in results.values() if not r.startswith("PASS")]
-                if stopped:
-                    after = AFTER_FAILURE if "FAIL" in stopped else AFTER_SKIP
+                if stopped := first_stop(results):
+                    after = AFTER_FAILURE if stopped[1].startswith("FAIL") else AFTER_SKIP
                     results[name] = report(name, "SKIP", 0.0, after)
                     continue
                 started, cpu = time.monotonic(), cpu_seconds()
@@ -245,14 +244,19 @@ def run_steps(names: list[str], keep_images: bool = False) -> dict[str, str]:
     return results
 
 
+def first_stop(results: dict[str, str]) -> tuple[str, str] | None:
+    """The first step that did not pass (every step after it is skipped), or None."""
+    return next(((n, r) for n, r in results.items() if not r.startswith("PASS")), None)
+
+
 def unavailable(results: dict[str, str]) -> str | None:
-    """Why the check could not run here (the first step skipped for this machine's sake), or
-    None when every step ran."""
-    for name, result in results.items():
-        detail = result.partition(")  ")[2]  # after "SKIP  0.0 s (cpu  0.0 s)"
-        if result.startswith("SKIP") and detail not in (AFTER_FAILURE, AFTER_SKIP):
-            return f"{name}: {detail}"
-    return None
+    """Why the check could not run here (its first stop was a skip, for this machine's
+    sake), or None when every step ran or one failed."""
+    stopped = first_stop(results)
+    if stopped is None or not stopped[1].startswith("SKIP"):
+        return None
+    name, result = stopped
+    return f"{name}: {result.partition(')  ')[2]}"  # the detail after "SKIP  0.0 s (cpu  0.0 s)"
 
 
 def image_ids(engine: Engine) -> set[str]:

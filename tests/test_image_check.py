@@ -3,9 +3,10 @@ inside the test suite. Docker when its daemon answers, else podman (`make test` 
 root with apt, `make install-podman`); skipped with the reason where this machine cannot run
 one (no engine, no base image to be had, an engine that cannot start a container here).
 
-The suite runs the server image's steps (`--steps server`: base image, build, health, the
-host's translations, uid 10001, 20 requests answered through `stop -t 40`, exit 0), about a
-minute and a half once the base image and the layers are cached; LSMT_IMAGE_CHECK_STEPS=all
+The suite runs the server image's steps (`--steps server`: base image, a container runs,
+build, health, the host's translations, uid 10001, 20 requests answered through `stop -t 40`,
+exit 0), about a minute and a half once the base image and the layers are cached (77-155 s
+with neither on a fresh machine); LSMT_IMAGE_CHECK_STEPS=all
 adds the loadtest image and the compose stack, as `make image-check` does, and `none` skips it
 (docs/deploy.md gives the times)."""
 
